@@ -1,0 +1,468 @@
+"""The one generic vector-env shell every gpuvec environment runs in.
+
+:class:`GpuVecEnv` is a :class:`gymnasium.vector.VectorEnv` over any :class:`EnvDef`. It owns
+spaces, device, dtype, the time limit, the three gymnasium autoreset modes, seeding, input
+validation and the eager/compiled backends. A step is one pure function of the shell state
+and the action (autoreset and RNG included), compiled as one graph on the ``compile``
+backend; nothing in it loops over envs or waits on the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import types
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+from torch.utils import _pytree as pytree
+
+from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
+from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
+
+BACKENDS = ("auto", "eager", "compile")
+_MAX_SEED = 2**63
+
+
+class ShellState(NamedTuple):
+    """Everything the shell carries between steps, each with leading batch dimension N."""
+
+    env: Any  # the env's own NamedTuple of (N, ...) tensors
+    elapsed: torch.Tensor  # (N,) int64, simulation steps since the last reset
+    counter: torch.Tensor  # (N,) int64, RNG draw counter
+    key0: torch.Tensor  # (N,) int64, RNG key word (from the seed)
+    key1: torch.Tensor  # (N,) int64, RNG key word (from the seed)
+    needs_reset: torch.Tensor  # (N,) uint8, NEXT_STEP: reset on the next step
+
+
+class StepOut(NamedTuple):
+    """Outputs of one pure step; flags are uint8 (0/1) and viewed as bool outside."""
+
+    state: ShellState
+    obs: torch.Tensor  # (N, *obs_shape)
+    reward: torch.Tensor  # (N,) float
+    terminated: torch.Tensor  # (N,) uint8
+    truncated: torch.Tensor  # (N,) uint8
+    final_obs: torch.Tensor | None  # SAME_STEP: (N, *obs_shape) obs before the autoreset
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+    """Trace-time constants of a step function (hashable, part of every compiled graph)."""
+
+    autoreset_mode: AutoresetMode
+    max_episode_steps: int | None
+    frame_skip: int
+    dtype: torch.dtype
+
+
+def resolve_env_def(env_def: EnvDef | str) -> EnvDef:
+    """Accept an :class:`EnvDef` instance or a ``"module:ClassName"`` string."""
+    if isinstance(env_def, str):
+        module, _, name = env_def.partition(":")
+        env_def = getattr(importlib.import_module(module), name)()
+    if not isinstance(env_def, EnvDef):
+        raise TypeError(f"expected an EnvDef, got {type(env_def).__name__}")
+    return env_def
+
+
+def as_dtype(dtype: Any) -> torch.dtype:
+    """Normalise ``torch.float32``, ``"float64"``, ``np.float32`` etc. to a float torch dtype."""
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    elif not isinstance(dtype, torch.dtype):
+        try:
+            dtype = getattr(torch, np.dtype(dtype).name)
+        except TypeError:
+            dtype = None
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    return dtype
+
+
+def pure_step(
+    env_def: EnvDef, params: Any, cfg: StepConfig, state: ShellState, action: torch.Tensor
+) -> StepOut:
+    """One batched step with time limit, frame skip and autoreset; pure and branch-free.
+
+    Args:
+        env_def: The environment definition.
+        params: Its params dataclass.
+        cfg: Trace-time constants.
+        state: Shell state, batch N.
+        action: Shape (N, *action_shape), already validated and on the env's device.
+    """
+    env, elapsed, counter = state.env, state.elapsed, state.counter
+    reward = terminated = truncated = None
+    alive = None  # (N,) bool: still inside the episode during a frame skip
+    for frame in range(cfg.frame_skip):
+        rng = Rng(state.key0, state.key1, counter + frame, STEP)
+        nxt, r, term = env_def.step(params, env, action, rng)
+        r = r.to(cfg.dtype)
+        if alive is None:
+            env, reward, terminated, elapsed = nxt, r, term, elapsed + 1
+        else:
+            env = select(alive, nxt, env)
+            reward = reward + torch.where(alive, r, torch.zeros_like(r))
+            terminated = terminated | (alive & term)
+            elapsed = elapsed + alive.to(elapsed.dtype)
+        if cfg.max_episode_steps is None:
+            truncated = torch.zeros_like(terminated)
+        else:
+            truncated = elapsed >= cfg.max_episode_steps
+        alive = ~(terminated | truncated)
+
+    mode = cfg.autoreset_mode
+    final_obs = None
+    needs_reset = state.needs_reset
+    if mode is AutoresetMode.DISABLED:
+        obs = env_def.observation(params, env)
+    else:
+        fresh = env_def.reset(params, Rng(state.key0, state.key1, counter, RESET), cfg.dtype, None)
+        zero = torch.zeros_like(elapsed)
+        if mode is AutoresetMode.NEXT_STEP:
+            pending = needs_reset.bool()
+            env = select(pending, fresh, env)
+            reward = torch.where(pending, torch.zeros_like(reward), reward)
+            terminated = terminated & ~pending
+            truncated = truncated & ~pending
+            elapsed = torch.where(pending, zero, elapsed)
+            needs_reset = (terminated | truncated).to(torch.uint8)
+            obs = env_def.observation(params, env)
+        else:  # SAME_STEP
+            done = terminated | truncated
+            final_obs = env_def.observation(params, env)
+            env = select(done, fresh, env)
+            elapsed = torch.where(done, zero, elapsed)
+            obs = env_def.observation(params, env)
+    new_state = ShellState(
+        env, elapsed, counter + cfg.frame_skip, state.key0, state.key1, needs_reset
+    )
+    return StepOut(
+        new_state,
+        obs,
+        reward,
+        terminated.to(torch.uint8),
+        truncated.to(torch.uint8),
+        final_obs,
+    )
+
+
+def contiguous(tree: Any) -> Any:
+    """Contiguous copies of a pytree's tensors (compiled steps are specialised on strides)."""
+    return pytree.tree_map(lambda t: t.clone(memory_format=torch.contiguous_format), tree)
+
+
+def fresh_function(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
+    """Copy ``fn`` with a code object of its own.
+
+    Dynamo caches compiled graphs per code object, so without this every env instance would
+    add entries to one shared cache and, past the recompile limit, run eager.
+    """
+    code = fn.__code__.replace(co_name=f"{fn.__code__.co_name}_{tag}")
+    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
+
+
+class Backend:
+    """Runs ``fn(*bound, *args)`` eagerly or as one ``torch.compile`` graph (``fullgraph=True``).
+
+    The compiled function is compiled once for this instance's shapes, device and dtype; a
+    recompile past dynamo's limit raises instead of silently running eager. A failure of the
+    first compilation falls back to eager with a warning.
+    """
+
+    def __init__(
+        self, fn: Callable[..., Any], bound: tuple[Any, ...], backend: str, tag: str
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.eager_fn = functools.partial(fn, *bound)
+        self.name = "eager" if backend == "eager" else "compile"
+        self._fn = self.eager_fn
+        self._compiled_once = self.name == "eager"
+        if self.name == "compile":
+            compiled = torch.compile(fresh_function(fn, tag), fullgraph=True, dynamic=False)
+            self._fn = functools.partial(compiled, *bound)
+
+    def __call__(self, *args: Any) -> Any:
+        """Call the function; the first compiled call may fall back to eager."""
+        if self._compiled_once:
+            return self._fn(*args)
+        try:
+            out = self._fn(*args)
+        except Exception as exc:  # noqa: BLE001 - any compiler failure means: run eager
+            warnings.warn(
+                f"torch.compile failed ({type(exc).__name__}: {exc}); using the eager backend",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self.name, self._fn = "eager", self.eager_fn
+            out = self._fn(*args)
+        self._compiled_once = True
+        return out
+
+
+class GpuVecEnv(gym.vector.VectorEnv):
+    """A batch of ``num_envs`` copies of one env, stepped as tensors on one device.
+
+    Args:
+        env_def: The environment (an :class:`EnvDef` or ``"module:Class"``).
+        num_envs: Batch size N.
+        device: Torch device of all state and outputs.
+        dtype: Float dtype of the simulation state, observations and rewards.
+        max_episode_steps: Truncate episodes after this many simulation steps (``None``:
+            never).
+        autoreset_mode: gymnasium's ``NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED``.
+        backend: ``"eager"``, ``"compile"`` or ``"auto"`` (= compile).
+        validate: Check every action's shape, dtype, device and values (range, NaN). The
+            value checks read one flag back from the device per step; ``False`` skips them.
+        frame_skip: Repeat each action this many simulation steps inside one step, summing
+            rewards and stopping at the first termination or truncation.
+        render_mode: ``None`` or a mode in the env's ``metadata["render_modes"]``.
+        params: The env's params dataclass; its fields may also be given as keywords.
+        **param_kwargs: Env parameters (fields of the params dataclass).
+
+    Raises:
+        TypeError: on an unknown keyword argument.
+    """
+
+    def __init__(
+        self,
+        env_def: EnvDef | str,
+        num_envs: int = 1,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: Any = torch.float32,
+        max_episode_steps: int | None = None,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        backend: str = "auto",
+        validate: bool = True,
+        frame_skip: int = 1,
+        render_mode: str | None = None,
+        params: Any = None,
+        **param_kwargs: Any,
+    ) -> None:
+        self.env_def = resolve_env_def(env_def)
+        self.params = params_from_kwargs(self.env_def.params_type, params, param_kwargs)
+        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        if max_episode_steps is not None and (
+            not isinstance(max_episode_steps, int) or max_episode_steps < 1
+        ):
+            raise ValueError(f"max_episode_steps must be a positive int or None, got {max_episode_steps!r}")
+        if not isinstance(frame_skip, int) or frame_skip < 1:
+            raise ValueError(f"frame_skip must be a positive int, got {frame_skip!r}")
+        modes = self.env_def.metadata.get("render_modes", [])
+        if render_mode is not None and render_mode not in modes:
+            raise ValueError(f"render_mode {render_mode!r} not in {modes}")
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.dtype = as_dtype(dtype)
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.validate = validate
+        self.render_mode = render_mode
+        self.cfg = StepConfig(self.autoreset_mode, max_episode_steps, frame_skip, self.dtype)
+        self.metadata = {**self.env_def.metadata, "autoreset_mode": self.autoreset_mode}
+
+        self.single_observation_space = self.env_def.observation_space(self.params, self.dtype)
+        self.single_action_space = self.env_def.action_space(self.params, self.dtype)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._action_shape = (num_envs, *self.single_action_space.shape)
+        discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
+        self._action_dtype = torch.int64 if discrete else self.dtype
+
+        tag = f"{type(self.env_def).__name__}_{id(self):x}"
+        self._step = Backend(pure_step, (self.env_def, self.params, self.cfg), backend, tag)
+        self._state: ShellState | None = None
+
+    # -- properties ---------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        """The backend in use: ``"eager"`` or ``"compile"``."""
+        return self._step.name
+
+    @property
+    def state(self) -> ShellState:
+        """The current shell state (read-only by convention; see :meth:`set_env_state`)."""
+        if self._state is None:
+            raise RuntimeError("call reset() before reading the state")
+        return self._state
+
+    def set_env_state(self, env_state: Any) -> None:
+        """Overwrite the env's physical state (the env's own NamedTuple of (N, ...) tensors).
+
+        Used for state injection (parity tests, curricula); counters and keys are kept.
+        """
+        if self._state is None:
+            raise RuntimeError("call reset() before setting the state")
+        ref = self._state.env
+        for name, new, old in zip(ref._fields, env_state, ref, strict=True):
+            if new.shape != old.shape or new.dtype != old.dtype or new.device != old.device:
+                raise ValueError(
+                    f"state field {name!r}: expected {tuple(old.shape)} {old.dtype} on "
+                    f"{old.device}, got {tuple(new.shape)} {new.dtype} on {new.device}"
+                )
+        self._state = self._state._replace(env=contiguous(type(ref)(*env_state)))
+
+    # -- gymnasium API ------------------------------------------------------------------
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset all envs, or those in ``options["reset_mask"]`` (bool, shape (N,)).
+
+        ``seed=s`` seeds env i with ``s + i``; a list gives one seed (or ``None``) per env.
+        Other options go to the env's reset sampler.
+
+        Returns:
+            ``(obs, {})`` with obs of shape (N, *obs_shape) for all envs.
+        """
+        options = dict(options or {})
+        mask = self._reset_mask(options.pop("reset_mask", None))
+        seeds = self._seed_tensor(seed)
+        n, dev = self.num_envs, self.device
+        old = self._state
+        if old is None or seeds is not None:
+            if seeds is None:
+                seeds = self._seed_tensor(int(np.random.SeedSequence().entropy % (_MAX_SEED - n)))
+            key0, key1 = keys_from_seeds(seeds)
+            counter = torch.zeros(n, dtype=torch.int64, device=dev)
+            if old is not None and mask is not None:
+                key0 = torch.where(mask, key0, old.key0)
+                key1 = torch.where(mask, key1, old.key1)
+                counter = torch.where(mask, counter, old.counter)
+        else:
+            key0, key1, counter = old.key0, old.key1, old.counter
+        rng = Rng(key0, key1, counter, RESET)
+        fresh = contiguous(self.env_def.reset(self.params, rng, self.dtype, options or None))
+        zeros = torch.zeros(n, dtype=torch.int64, device=dev)
+        state = ShellState(fresh, zeros, counter + 1, key0, key1, zeros.to(torch.uint8))
+        if old is not None and mask is not None:
+            state = select(mask, state, old)
+        self._state = state
+        return self.env_def.observation(self.params, state.env), {}
+
+    def step(
+        self, actions: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Step all envs with ``actions`` of shape (N, *action_shape).
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)`` on the env's device: obs
+            (N, *obs_shape), reward (N,) float, flags (N,) bool. In SAME_STEP mode ``info``
+            holds ``final_obs`` (N, *obs_shape; the pre-reset obs) with mask ``_final_obs``,
+            and ``final_info`` ({}) with mask ``_final_info``.
+        """
+        if self._state is None:
+            raise RuntimeError("call reset() before step()")
+        action = self.prepare_action(actions)
+        out = self._step(self._state, action)
+        self._state = out.state
+        terminated = out.terminated.view(torch.bool)
+        truncated = out.truncated.view(torch.bool)
+        info: dict[str, Any] = {}
+        if out.final_obs is not None:
+            done = terminated | truncated
+            info = {"final_obs": out.final_obs, "_final_obs": done, "final_info": {}, "_final_info": done}
+        return out.obs, out.reward, terminated, truncated, info
+
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """RGB frames of every env (``render_mode="rgb_array"``), else ``None``."""
+        if self.render_mode != "rgb_array" or self._state is None:
+            return None
+        return tuple(self.env_def.render(self.params, self._state.env, i) for i in range(self.num_envs))
+
+    def __repr__(self) -> str:
+        """Name, batch size, device and backend."""
+        name = self.spec.id if self.spec is not None else type(self.env_def).__name__
+        return f"GpuVecEnv({name}, num_envs={self.num_envs}, device={self.device}, backend={self.backend})"
+
+    # -- internals ----------------------------------------------------------------------
+    def prepare_action(self, actions: Any) -> torch.Tensor:
+        """Convert ``actions`` to a tensor on the env's device and check it.
+
+        Raises:
+            TypeError: wrong dtype kind (e.g. floats for a discrete space).
+            ValueError: wrong shape, a device it cannot be moved from, out-of-range or
+                non-finite values (values only when ``validate``).
+        """
+        if isinstance(actions, torch.Tensor):
+            t = actions
+        else:
+            arr = np.asarray(actions)
+            if arr.dtype == object or arr.dtype.kind not in "biuf":
+                raise TypeError(f"actions must be numeric, got numpy dtype {arr.dtype}")
+            t = torch.from_numpy(np.ascontiguousarray(arr))
+        discrete = self._action_dtype == torch.int64
+        if t.dtype == torch.bool or t.is_complex() or (discrete and t.is_floating_point()):
+            kind = "integer" if discrete else "real"
+            raise TypeError(f"{self.single_action_space} expects {kind} actions, got {t.dtype}")
+        if tuple(t.shape) != self._action_shape:
+            raise ValueError(f"actions must have shape {self._action_shape}, got {tuple(t.shape)}")
+        if t.device != self.device:
+            try:
+                t = t.to(self.device)
+            except (RuntimeError, NotImplementedError) as exc:
+                raise ValueError(f"cannot move actions from {t.device} to {self.device}: {exc}") from exc
+        t = t.to(self._action_dtype).contiguous()
+        if self.validate:
+            self._check_action_values(t)
+        return t
+
+    def _check_action_values(self, t: torch.Tensor) -> None:
+        space = self.single_action_space
+        if isinstance(space, gym.spaces.Discrete):
+            low, high = int(space.start), int(space.start + space.n)
+            bad = (t < low) | (t >= high)
+            if bool(bad.any()):
+                i = int(bad.nonzero()[0, 0])
+                raise ValueError(f"action {int(t[i])} of env {i} is outside [{low}, {high})")
+        elif not bool(torch.isfinite(t).all()):
+            i = int((~torch.isfinite(t)).reshape(self.num_envs, -1).any(1).nonzero()[0, 0])
+            raise ValueError(f"action of env {i} is not finite: {t[i].tolist()}")
+
+    def _seed_tensor(self, seed: int | Sequence[int | None] | None) -> torch.Tensor | None:
+        if seed is None:
+            return None
+        n = self.num_envs
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seed = int(seed)
+            if not 0 <= seed <= _MAX_SEED - n:
+                raise ValueError(f"seed must be in [0, 2**63 - num_envs], got {seed}")
+            return torch.arange(seed, seed + n, dtype=torch.int64, device=self.device)
+        if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
+            seeds = list(seed.tolist() if hasattr(seed, "tolist") else seed)
+            if len(seeds) != n:
+                raise ValueError(f"a seed list must have num_envs={n} entries, got {len(seeds)}")
+            entropy = np.random.SeedSequence().entropy
+            out = []
+            for i, s in enumerate(seeds):
+                if s is None:
+                    s = (entropy + i) % _MAX_SEED
+                if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or not 0 <= s < _MAX_SEED:
+                    raise ValueError(f"seed {i} must be an int in [0, 2**63) or None, got {s!r}")
+                out.append(int(s))
+            return torch.tensor(out, dtype=torch.int64, device=self.device)
+        raise TypeError(f"seed must be an int, a list of ints or None, got {type(seed).__name__}")
+
+    def _reset_mask(self, mask: Any) -> torch.Tensor | None:
+        if mask is None:
+            return None
+        if self._state is None:
+            raise RuntimeError("call reset() without reset_mask first")
+        t = mask if isinstance(mask, torch.Tensor) else torch.as_tensor(np.asarray(mask))
+        if t.dtype != torch.bool:
+            raise TypeError(f"options['reset_mask'] must be bool, got {t.dtype}")
+        if tuple(t.shape) != (self.num_envs,):
+            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), got {tuple(t.shape)}")
+        return t.to(self.device)

@@ -1,0 +1,1 @@
+"""One module per environment: params dataclass, state NamedTuple, pure batched functions."""
