@@ -9,7 +9,7 @@ device, dtype, time limits, autoreset, seeding, validation and backends.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import gymnasium as gym
 import numpy as np

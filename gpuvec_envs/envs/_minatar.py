@@ -1,0 +1,106 @@
+"""What the five MinAtar games share: params, sticky actions, action sets, spaces.
+
+Mirrors ``minatar/environment.py`` and ``minatar/gym.py`` (minatar 1.0.15): the agent's
+action index is mapped through the action set (all 6 actions for ``-v0``, the game's minimal
+set for ``-v1``); then, with probability ``sticky_action_prob``, the previous (full) action
+is repeated instead. A game module subclasses :class:`MinAtarEnv` and implements the three
+``game_*`` methods on full action indices ``0..5`` = ``n, l, u, r, d, f``.
+
+Deliberate difference: ``last_action`` restarts at 0 with every episode (minatar keeps it
+across resets of the same ``Environment`` object).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
+
+import gymnasium as gym
+import torch
+
+from gpuvec_envs.core.env import EnvDef
+from gpuvec_envs.core.rng import Rng
+
+#: minatar's ``action_map``: index -> meaning.
+ACTIONS = ("n", "l", "u", "r", "d", "f")
+
+
+@dataclasses.dataclass(frozen=True)
+class MinAtarParams:
+    """Options of every MinAtar game, with minatar's defaults."""
+
+    sticky_action_prob: float = 0.1
+    difficulty_ramping: bool = True
+    minimal_action_set: bool = False
+
+
+class MinAtarState(NamedTuple):
+    """Game state plus the previous action (for sticky actions)."""
+
+    game: Any  # the game's own NamedTuple of (N, ...) tensors
+    last_action: torch.Tensor  # (N,) int64, full action index 0..5
+
+
+class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
+    """Base of the MinAtar games; subclasses set the class constants and ``game_*`` methods."""
+
+    params_type = MinAtarParams
+    #: Number of observation channels C.
+    n_channels: ClassVar[int]
+    #: The game's minimal action set as full action indices.
+    minimal_actions: ClassVar[tuple[int, ...]]
+
+    # -- game-specific, pure and batched -------------------------------------------------
+    def game_reset(self, params: MinAtarParams, rng: Rng) -> Any:
+        """N fresh game states."""
+        raise NotImplementedError
+
+    def game_step(
+        self, params: MinAtarParams, state: Any, action: torch.Tensor, rng: Rng
+    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """Apply full actions (N,) int64 in 0..5; returns ``(state, reward, terminal)``."""
+        raise NotImplementedError
+
+    def game_observation(self, params: MinAtarParams, state: Any) -> torch.Tensor:
+        """(N, 10, 10, C) bool observation, channels last as minatar."""
+        raise NotImplementedError
+
+    # -- EnvDef -----------------------------------------------------------------------------
+    def observation_space(self, params: MinAtarParams, dtype: torch.dtype) -> gym.Space:
+        """Box(0, 1, (10, 10, C), bool) as minatar's gym env."""
+        return gym.spaces.Box(0.0, 1.0, shape=(10, 10, self.n_channels), dtype=bool)
+
+    def action_space(self, params: MinAtarParams, dtype: torch.dtype) -> gym.Space:
+        """Discrete(6), or the size of the minimal action set."""
+        return gym.spaces.Discrete(len(self.action_set(params)))
+
+    def action_set(self, params: MinAtarParams) -> tuple[int, ...]:
+        """Full action index of each agent action."""
+        return self.minimal_actions if params.minimal_action_set else tuple(range(len(ACTIONS)))
+
+    def reset(
+        self, params: MinAtarParams, rng: Rng, dtype: torch.dtype, options: dict[str, Any] | None
+    ) -> MinAtarState:
+        """Fresh games; the previous action starts at 0 (``n``)."""
+        game = self.game_reset(params, rng)
+        last = torch.zeros(rng.num_envs, dtype=torch.int64, device=rng.device)
+        return MinAtarState(game, last)
+
+    def step(
+        self, params: MinAtarParams, state: MinAtarState, action: torch.Tensor, rng: Rng
+    ) -> tuple[MinAtarState, torch.Tensor, torch.Tensor]:
+        """Map the action, apply sticky actions (first draw of the step), step the game."""
+        if params.minimal_action_set:
+            table = torch.tensor(self.minimal_actions, dtype=torch.int64, device=action.device)
+            full = table[action]
+        else:
+            full = action
+        sticky = rng.uniform(dtype=torch.float64) < params.sticky_action_prob
+        full = torch.where(sticky, state.last_action, full)
+        game, reward, terminal = self.game_step(params, state.game, full, rng)
+        return MinAtarState(game, full), reward, terminal
+
+    def observation(self, params: MinAtarParams, state: MinAtarState) -> torch.Tensor:
+        """(N, 10, 10, C) bool."""
+        return self.game_observation(params, state.game)
+
