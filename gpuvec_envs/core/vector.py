@@ -87,6 +87,17 @@ def as_dtype(dtype: Any) -> torch.dtype:
     return dtype
 
 
+def as_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
+    """Accept an ``AutoresetMode``, its value (``"NextStep"``) or ``"next_step"`` (any case)."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    key = str(mode).replace("_", "").replace("-", "").lower()
+    for m in AutoresetMode:
+        if m.value.lower() == key:
+            return m
+    raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]}, got {mode!r}")
+
+
 def pure_step(
     env_def: EnvDef, params: Any, cfg: StepConfig, state: ShellState, action: torch.Tensor
 ) -> StepOut:
@@ -265,7 +276,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.dtype = as_dtype(dtype)
-        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.autoreset_mode = as_autoreset_mode(autoreset_mode)
         self.validate = validate
         self.render_mode = render_mode
         self.cfg = StepConfig(self.autoreset_mode, max_episode_steps, frame_skip, self.dtype)
@@ -311,6 +322,32 @@ class GpuVecEnv(gym.vector.VectorEnv):
                     f"{old.device}, got {tuple(new.shape)} {new.dtype} on {new.device}"
                 )
         self._state = self._state._replace(env=contiguous(type(ref)(*env_state)))
+
+    def set_params(self, params: Any = None, **param_kwargs: Any) -> None:
+        """Replace the env parameters (a params dataclass and/or changed fields as keywords).
+
+        Takes effect from the next step or reset; the compiled backend compiles a new graph.
+        Spaces keep their type, shape and dtype; their bounds follow the new parameters.
+
+        Raises:
+            TypeError: on an unknown field.
+            ValueError: when the new parameters change a space's type, shape or dtype.
+        """
+        new = params_from_kwargs(
+            self.env_def.params_type, self.params if params is None else params, param_kwargs
+        )
+        obs_space = self.env_def.observation_space(new, self.dtype)
+        act_space = self.env_def.action_space(new, self.dtype)
+        pairs = ((self.single_observation_space, obs_space), (self.single_action_space, act_space))
+        for old, sp in pairs:
+            if type(old) is not type(sp) or old.shape != sp.shape or old.dtype != sp.dtype:
+                raise ValueError(f"new params change a space from {old} to {sp}")
+        self.params = new
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.observation_space = batch_space(obs_space, self.num_envs)
+        self.action_space = batch_space(act_space, self.num_envs)
+        tag = f"{type(self.env_def).__name__}_{id(self):x}"
+        self._step = Backend(pure_step, (self.env_def, new, self.cfg), self.backend, tag)
 
     # -- gymnasium API ------------------------------------------------------------------
     def reset(
