@@ -214,7 +214,8 @@ def test_autoreset_modes_bookkeeping(env_id: str) -> None:
         assert torch.equal(nxt[3], (elapsed >= limit) & ~prev_done)
         live = ~ended
         for out in (same, dis):
-            assert torch.equal(out[1][live], nxt[1][live]) and torch.equal(out[2][live], nxt[2][live])
+            assert torch.equal(out[1][live], nxt[1][live])
+            assert torch.equal(out[2][live], nxt[2][live])
         # SAME_STEP reports the pre-reset observation in info.
         same_done = same[2] | same[3]
         assert torch.equal(same[4]["_final_obs"], same_done)
@@ -229,7 +230,7 @@ def test_autoreset_modes_bookkeeping(env_id: str) -> None:
 def test_reset_mask_resets_only_masked_envs() -> None:
     env = make("gpuvec/CartPole-v1", 4, autoreset_mode="disabled")
     env.reset(seed=0)
-    for t in range(5):
+    for _ in range(5):
         env.step(torch.ones(4, dtype=torch.int64))
     before = state_copy(env)
     mask = torch.tensor([True, False, True, False])

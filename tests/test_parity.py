@@ -162,9 +162,8 @@ def test_autoreset_matches_sync_vector_env(env_id: str, mode: AutoresetMode) -> 
         if mode is AutoresetMode.SAME_STEP:
             np.testing.assert_array_equal(info["_final_obs"].numpy(), done)
             for i in np.flatnonzero(done):
-                np.testing.assert_allclose(
-                    info["final_obs"][i].numpy().astype(np.float32), r_info["final_obs"][i], atol=1e-6
-                )
+                ours_final = info["final_obs"][i].numpy().astype(np.float32)
+                np.testing.assert_allclose(ours_final, r_info["final_obs"][i], atol=1e-6)
         else:
             assert info == {}
         reset_rows = _reset_rows(mode, prev_done, done)

@@ -95,7 +95,8 @@ def as_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
     for m in AutoresetMode:
         if m.value.lower() == key:
             return m
-    raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]}, got {mode!r}")
+    names = [m.value for m in AutoresetMode]
+    raise ValueError(f"autoreset_mode must be one of {names}, got {mode!r}")
 
 
 def pure_step(
@@ -267,7 +268,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if max_episode_steps is not None and (
             not isinstance(max_episode_steps, int) or max_episode_steps < 1
         ):
-            raise ValueError(f"max_episode_steps must be a positive int or None, got {max_episode_steps!r}")
+            raise ValueError(
+                f"max_episode_steps must be a positive int or None, got {max_episode_steps!r}"
+            )
         if not isinstance(frame_skip, int) or frame_skip < 1:
             raise ValueError(f"frame_skip must be a positive int, got {frame_skip!r}")
         modes = self.env_def.metadata.get("render_modes", [])
@@ -316,11 +319,13 @@ class GpuVecEnv(gym.vector.VectorEnv):
             raise RuntimeError("call reset() before setting the state")
         ref = self._state.env
         for name, new, old in zip(ref._fields, env_state, ref, strict=True):
-            if new.shape != old.shape or new.dtype != old.dtype or new.device != old.device:
-                raise ValueError(
-                    f"state field {name!r}: expected {tuple(old.shape)} {old.dtype} on "
-                    f"{old.device}, got {tuple(new.shape)} {new.dtype} on {new.device}"
-                )
+            # Nested NamedTuples (e.g. MinAtar's game state) are checked leaf by leaf.
+            for a, b in zip(pytree.tree_leaves(new), pytree.tree_leaves(old), strict=True):
+                if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+                    raise ValueError(
+                        f"state field {name!r}: expected {tuple(b.shape)} {b.dtype} on "
+                        f"{b.device}, got {tuple(a.shape)} {a.dtype} on {a.device}"
+                    )
         self._state = self._state._replace(env=contiguous(type(ref)(*env_state)))
 
     def set_params(self, params: Any = None, **param_kwargs: Any) -> None:
@@ -410,19 +415,28 @@ class GpuVecEnv(gym.vector.VectorEnv):
         info: dict[str, Any] = {}
         if out.final_obs is not None:
             done = terminated | truncated
-            info = {"final_obs": out.final_obs, "_final_obs": done, "final_info": {}, "_final_info": done}
+            info = {
+                "final_obs": out.final_obs,
+                "_final_obs": done,
+                "final_info": {},
+                "_final_info": done,
+            }
         return out.obs, out.reward, terminated, truncated, info
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """RGB frames of every env (``render_mode="rgb_array"``), else ``None``."""
         if self.render_mode != "rgb_array" or self._state is None:
             return None
-        return tuple(self.env_def.render(self.params, self._state.env, i) for i in range(self.num_envs))
+        state = self._state.env
+        return tuple(self.env_def.render(self.params, state, i) for i in range(self.num_envs))
 
     def __repr__(self) -> str:
         """Name, batch size, device and backend."""
         name = self.spec.id if self.spec is not None else type(self.env_def).__name__
-        return f"GpuVecEnv({name}, num_envs={self.num_envs}, device={self.device}, backend={self.backend})"
+        return (
+            f"GpuVecEnv({name}, num_envs={self.num_envs}, device={self.device}, "
+            f"backend={self.backend})"
+        )
 
     # -- internals ----------------------------------------------------------------------
     def prepare_action(self, actions: Any) -> torch.Tensor:
@@ -450,7 +464,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
             try:
                 t = t.to(self.device)
             except (RuntimeError, NotImplementedError) as exc:
-                raise ValueError(f"cannot move actions from {t.device} to {self.device}: {exc}") from exc
+                raise ValueError(
+                    f"cannot move actions from {t.device} to {self.device}: {exc}"
+                ) from exc
         t = t.to(self._action_dtype).contiguous()
         if self.validate:
             self._check_action_values(t)
@@ -486,7 +502,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
             for i, s in enumerate(seeds):
                 if s is None:
                     s = (entropy + i) % _MAX_SEED
-                if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or not 0 <= s < _MAX_SEED:
+                if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+                    raise ValueError(f"seed {i} must be an int or None, got {s!r}")
+                if not 0 <= s < _MAX_SEED:
                     raise ValueError(f"seed {i} must be an int in [0, 2**63) or None, got {s!r}")
                 out.append(int(s))
             return torch.tensor(out, dtype=torch.int64, device=self.device)
@@ -501,5 +519,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if t.dtype != torch.bool:
             raise TypeError(f"options['reset_mask'] must be bool, got {t.dtype}")
         if tuple(t.shape) != (self.num_envs,):
-            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), got {tuple(t.shape)}")
+            raise ValueError(
+                f"options['reset_mask'] must have shape ({self.num_envs},), got {tuple(t.shape)}"
+            )
         return t.to(self.device)
