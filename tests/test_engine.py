@@ -416,3 +416,25 @@ def test_cuda_cartpole_matches_cpu_without_host_sync(backend: str) -> None:
         c = cpu.step(a)
         torch.testing.assert_close(g[0].cpu(), c[0], rtol=0, atol=1e-9)
         assert torch.equal(g[2].cpu(), c[2]) and torch.equal(g[3].cpu(), c[3])
+
+
+def test_cartpole_rgb_array_render_follows_the_state() -> None:
+    env = make("gpuvec/CartPole-v1", 3, render_mode="rgb_array")
+    assert make("gpuvec/CartPole-v1", 1).render() is None
+    env.reset(seed=0)
+    s = env.state.env
+    x = torch.tensor([-1.0, 0.0, 1.5])
+    env.set_env_state(s._replace(x=x, theta=torch.tensor([0.2, 0.0, -0.2])))
+    frames = env.render()
+    assert len(frames) == 3 and frames[0].shape == (400, 600, 3) and frames[0].dtype == np.uint8
+    black_cols = [np.flatnonzero((f[399 - 90] == 0).all(-1)) for f in frames]  # y = 90
+    for cols, xi in zip(black_cols, x.tolist(), strict=True):
+        centre = (cols.min() + cols.max() + 1) / 2
+        assert abs(centre - (xi * 600 / 4.8 + 300)) <= 1.0
+    pole = [np.argwhere((f == (202, 152, 101)).all(-1)) for f in frames]
+    assert pole[0][:, 1].max() > black_cols[0].max() - 25  # leaning right for theta > 0
+    assert pole[1][:, 1].min() >= 295 and pole[1][:, 1].max() <= 305  # upright
+    assert np.array_equal(env.render([2])[0], frames[2])
+    single = gym.make("gpuvec/CartPole-v1", render_mode="rgb_array")
+    single.reset(seed=0)
+    assert single.render().shape == (400, 600, 3)

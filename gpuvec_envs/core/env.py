@@ -12,7 +12,6 @@ import dataclasses
 from typing import Any, ClassVar, Generic, TypeVar
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
@@ -68,8 +67,8 @@ class EnvDef(Generic[State, Params]):
         """Observation of N envs, shape (N, *observation_space.shape)."""
         raise NotImplementedError
 
-    def render(self, params: Params, state: State, index: int) -> np.ndarray:
-        """RGB frame (H, W, 3) uint8 of env ``index``; only for envs with ``rgb_array``."""
+    def render(self, params: Params, state: State) -> torch.Tensor:
+        """RGB frames (N, H, W, 3) uint8 of the given states; envs with ``rgb_array`` only."""
         raise NotImplementedError(f"{type(self).__name__} does not render")
 
 

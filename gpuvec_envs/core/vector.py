@@ -423,12 +423,18 @@ class GpuVecEnv(gym.vector.VectorEnv):
             }
         return out.obs, out.reward, terminated, truncated, info
 
-    def render(self) -> tuple[np.ndarray, ...] | None:
-        """RGB frames of every env (``render_mode="rgb_array"``), else ``None``."""
+    def render(self, indices: Sequence[int] | None = None) -> tuple[np.ndarray, ...] | None:
+        """RGB frames (H, W, 3) uint8 of every env, or of ``indices``, in ``rgb_array`` mode.
+
+        Frames are rasterised as one batch on the env's device, then copied to the host.
+        """
         if self.render_mode != "rgb_array" or self._state is None:
             return None
         state = self._state.env
-        return tuple(self.env_def.render(self.params, state, i) for i in range(self.num_envs))
+        if indices is not None:
+            index = torch.as_tensor(list(indices), dtype=torch.int64, device=self.device)
+            state = pytree.tree_map(lambda t: t[index], state)
+        return tuple(self.env_def.render(self.params, state).cpu().numpy())
 
     def __repr__(self) -> str:
         """Name, batch size, device and backend."""
@@ -476,13 +482,13 @@ class GpuVecEnv(gym.vector.VectorEnv):
         space = self.single_action_space
         if isinstance(space, gym.spaces.Discrete):
             low, high = int(space.start), int(space.start + space.n)
-            bad = (t < low) | (t >= high)
-            if bool(bad.any()):
-                i = int(bad.nonzero()[0, 0])
-                raise ValueError(f"action {int(t[i])} of env {i} is outside [{low}, {high})")
-        elif not bool(torch.isfinite(t).all()):
-            i = int((~torch.isfinite(t)).reshape(self.num_envs, -1).any(1).nonzero()[0, 0])
-            raise ValueError(f"action of env {i} is not finite: {t[i].tolist()}")
+            bad, what = (t < low) | (t >= high), f"outside [{low}, {high})"
+        else:
+            bad, what = ~torch.isfinite(t).reshape(self.num_envs, -1).all(1), "not finite"
+        # index of the first bad env, or -1: the one read-back of a validated step
+        first = int(torch.where(bad.any(), bad.to(torch.uint8).argmax(), -1))
+        if first >= 0:
+            raise ValueError(f"action {t[first].cpu().numpy()} of env {first} is {what}")
 
     def _seed_tensor(self, seed: int | Sequence[int | None] | None) -> torch.Tensor | None:
         if seed is None:
@@ -494,7 +500,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 raise ValueError(f"seed must be in [0, 2**63 - num_envs], got {seed}")
             return torch.arange(seed, seed + n, dtype=torch.int64, device=self.device)
         if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
-            seeds = list(seed.tolist() if hasattr(seed, "tolist") else seed)
+            seeds = list(seed.cpu().numpy() if isinstance(seed, torch.Tensor) else seed)
             if len(seeds) != n:
                 raise ValueError(f"a seed list must have num_envs={n} entries, got {len(seeds)}")
             entropy = np.random.SeedSequence().entropy

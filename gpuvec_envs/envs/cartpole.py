@@ -109,6 +109,37 @@ def reward(params: CartPoleParams, terminated: torch.Tensor, dtype: torch.dtype)
     return one
 
 
+def render_frames(
+    params: CartPoleParams, s: CartPoleState, width: int = 600, height: int = 400
+) -> torch.Tensor:
+    """(N, height, width, 3) uint8 RGB frames drawn like gymnasium's pygame renderer.
+
+    Same geometry and colours (cart, pole, axle, track; y up), rasterised with tensor ops and
+    without anti-aliasing, so frames match gymnasium's closely but not pixel for pixel.
+    """
+    dev = s.x.device
+    scale = width / (params.x_threshold * 2)
+    pole_w, pole_len, cart_w, cart_h, cart_y = 10.0, scale * 2 * params.length, 50.0, 30.0, 100
+    px = (torch.arange(width, device=dev, dtype=torch.float64) + 0.5)[None, None, :]
+    py = (height - 1 - torch.arange(height, device=dev, dtype=torch.float64) + 0.5)[None, :, None]
+    cart_x = (s.x.double() * scale + width / 2.0)[:, None, None]
+    theta = s.theta.double()[:, None, None]
+    sin, cos = torch.sin(theta), torch.cos(theta)
+    axle_y = cart_y + cart_h / 4.0
+    dx, dy = px - cart_x, py - axle_y
+    along, across = dx * sin + dy * cos, dx * cos - dy * sin
+    track = (py - cart_y).abs() <= 0.5
+    cart = ((px - cart_x).abs() <= cart_w / 2) & ((py - cart_y).abs() <= cart_h / 2)
+    pole = (along >= -pole_w / 2) & (along <= pole_len - pole_w / 2) & (across.abs() <= pole_w / 2)
+    axle = dx.square() + dy.square() <= (pole_w / 2) ** 2
+    frame = torch.full((s.x.shape[0], height, width, 3), 255, dtype=torch.uint8, device=dev)
+    for mask, rgb in ((track, (0, 0, 0)), (cart, (0, 0, 0)), (pole, (202, 152, 101)),
+                      (axle, (129, 132, 203))):
+        colour = torch.tensor(rgb, dtype=torch.uint8, device=dev)
+        frame = torch.where(mask.expand(frame.shape[:3])[..., None], colour, frame)
+    return frame
+
+
 def observation(params: CartPoleParams, s: CartPoleState) -> torch.Tensor:
     """(N, 4) observation ``[x, x_dot, theta, theta_dot]``."""
     return torch.stack((s.x, s.x_dot, s.theta, s.theta_dot), dim=1)
@@ -118,6 +149,7 @@ class CartPole(EnvDef[CartPoleState, CartPoleParams]):
     """CartPole-v1 / v0 (the episode length is the registration's time limit)."""
 
     params_type = CartPoleParams
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     def observation_space(self, params: CartPoleParams, dtype: torch.dtype) -> gym.Space:
         """Box(4,) bounded at twice the termination thresholds, as gymnasium."""
@@ -153,3 +185,7 @@ class CartPole(EnvDef[CartPoleState, CartPoleParams]):
     def observation(self, params: CartPoleParams, state: CartPoleState) -> torch.Tensor:
         """(N, 4) observation."""
         return observation(params, state)
+
+    def render(self, params: CartPoleParams, state: CartPoleState) -> torch.Tensor:
+        """(N, 400, 600, 3) uint8 frames."""
+        return render_frames(params, state)
