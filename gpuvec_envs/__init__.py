@@ -4,10 +4,20 @@ Importing the package registers every ``gpuvec/<Name>-v<k>`` ID, so
 ``gymnasium.make_vec("gpuvec/CartPole-v1", num_envs=4096, device="cuda")`` works.
 """
 
+from gpuvec_envs.autotune import autotune
 from gpuvec_envs.core import EnvDef, GpuEnv, GpuVecEnv, Rng, ShellState
 from gpuvec_envs.registry import REGISTRY, register_all
 
 register_all()
 
 __version__ = "0.1.0"
-__all__ = ["REGISTRY", "EnvDef", "GpuEnv", "GpuVecEnv", "Rng", "ShellState", "__version__"]
+__all__ = [
+    "REGISTRY",
+    "EnvDef",
+    "GpuEnv",
+    "GpuVecEnv",
+    "Rng",
+    "ShellState",
+    "__version__",
+    "autotune",
+]

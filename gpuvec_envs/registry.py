@@ -27,7 +27,83 @@ REGISTRY: tuple[EnvEntry, ...] = (
     EnvEntry("gpuvec/CartPole-v0", "gpuvec_envs.envs.cartpole:CartPole", 200, "CartPole-v0"),
     EnvEntry("gpuvec/CartPole-v1", "gpuvec_envs.envs.cartpole:CartPole", 500, "CartPole-v1"),
     # classic-control suite
+    EnvEntry("gpuvec/Pendulum-v1", "gpuvec_envs.envs.pendulum:Pendulum", 200, "Pendulum-v1"),
+    EnvEntry(
+        "gpuvec/MountainCar-v0", "gpuvec_envs.envs.mountain_car:MountainCar", 200, "MountainCar-v0"
+    ),
+    EnvEntry(
+        "gpuvec/MountainCarContinuous-v0",
+        "gpuvec_envs.envs.continuous_mountain_car:ContinuousMountainCar",
+        999,
+        "MountainCarContinuous-v0",
+    ),
+    EnvEntry("gpuvec/Acrobot-v1", "gpuvec_envs.envs.acrobot:Acrobot", 500, "Acrobot-v1"),
     # MinAtar
+    EnvEntry(
+        "gpuvec/MinAtar-Asterix-v0",
+        "gpuvec_envs.envs.minatar_asterix:Asterix",
+        None,
+        "MinAtar/Asterix-v0",
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-Asterix-v1",
+        "gpuvec_envs.envs.minatar_asterix:Asterix",
+        None,
+        "MinAtar/Asterix-v1",
+        kwargs={"minimal_action_set": True},
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-Breakout-v0",
+        "gpuvec_envs.envs.minatar_breakout:Breakout",
+        None,
+        "MinAtar/Breakout-v0",
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-Breakout-v1",
+        "gpuvec_envs.envs.minatar_breakout:Breakout",
+        None,
+        "MinAtar/Breakout-v1",
+        kwargs={"minimal_action_set": True},
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-Freeway-v0",
+        "gpuvec_envs.envs.minatar_freeway:Freeway",
+        None,
+        "MinAtar/Freeway-v0",
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-Freeway-v1",
+        "gpuvec_envs.envs.minatar_freeway:Freeway",
+        None,
+        "MinAtar/Freeway-v1",
+        kwargs={"minimal_action_set": True},
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-SpaceInvaders-v0",
+        "gpuvec_envs.envs.minatar_space_invaders:SpaceInvaders",
+        None,
+        "MinAtar/SpaceInvaders-v0",
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-SpaceInvaders-v1",
+        "gpuvec_envs.envs.minatar_space_invaders:SpaceInvaders",
+        None,
+        "MinAtar/SpaceInvaders-v1",
+        kwargs={"minimal_action_set": True},
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-Seaquest-v0",
+        "gpuvec_envs.envs.minatar_seaquest:Seaquest",
+        None,
+        "MinAtar/Seaquest-v0",
+    ),
+    EnvEntry(
+        "gpuvec/MinAtar-Seaquest-v1",
+        "gpuvec_envs.envs.minatar_seaquest:Seaquest",
+        None,
+        "MinAtar/Seaquest-v1",
+        kwargs={"minimal_action_set": True},
+    ),
 )
 
 

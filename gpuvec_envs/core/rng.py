@@ -3,12 +3,15 @@
 Every env carries a 64-bit key (two 32-bit words derived from its seed) and a step
 counter. A draw is a hash of ``(key, counter, domain, stream)``, so env ``i``'s random
 stream depends only on its own seed and how many steps it has taken: never on
-``num_envs``, the device or the backend. Only int64 add/xor/shift/and and products that
-stay below 2**63 are used, so eager, compiled, CPU and CUDA results are bitwise equal.
+``num_envs``, the device or the backend. Only int64 add/xor/shift/and and multiplies
+masked to their low 32 bits are used, so eager, compiled, CPU and CUDA results are bitwise
+equal.
 Uniform floats carry 24 random bits, exact in float32 and float64 alike.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -23,10 +26,14 @@ RESET = 0x2545F491
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
-    """``(x * c) mod 2**32`` for ``0 <= x < 2**32`` without int64 overflow."""
-    lo = x * (c & 0xFFFF)
-    hi = ((x * (c >> 16)) & 0xFFFF) << 16
-    return (lo + hi) & MASK32
+    """``(x * c) mod 2**32`` for ``0 <= x < 2**32`` and a 32-bit constant ``c``.
+
+    The int64 product may exceed 2**63; torch's int64 multiply wraps modulo 2**64 on every
+    backend (vector instructions on CPU, ``mul.lo`` on CUDA), and the low 32 bits of a
+    wrapped product are exact, so the mask gives the same bits everywhere. (An earlier
+    version split ``c`` in 16-bit halves to avoid the wrap; the values are identical.)
+    """
+    return (x * c) & MASK32
 
 
 def hash32(x: torch.Tensor) -> torch.Tensor:
@@ -36,6 +43,27 @@ def hash32(x: torch.Tensor) -> torch.Tensor:
     x = x ^ (x >> 15)
     x = _mul32(x, _M2)
     return x ^ (x >> 16)
+
+
+def hash32_int(x: int) -> int:
+    """:func:`hash32` of one Python int in ``[0, 2**32)`` (for trace-time constants)."""
+    x ^= x >> 16
+    x = (x * _M1) & MASK32
+    x ^= x >> 15
+    x = (x * _M2) & MASK32
+    return x ^ (x >> 16)
+
+
+#: Draws of at most this many streams are built column by column around constants.
+_COLUMN_DRAWS = 16
+
+
+def stream_constant(k: int) -> int:
+    """``hash32(2k + 1)``: the constant that stream ``k`` of every draw is xored with."""
+    return _STREAMS[k] if k < len(_STREAMS) else hash32_int((2 * k + 1) & MASK32)
+
+
+_STREAMS = tuple(hash32_int(2 * k + 1) for k in range(1024))
 
 
 def keys_from_seeds(seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,15 +107,35 @@ class Rng:
         """Device of the draws."""
         return self._base.device
 
-    def bits(self, *shape: int) -> torch.Tensor:
-        """Shape (N, *shape) int64 uniform in ``[0, 2**32)``."""
+    def _draw(
+        self, shape: tuple[int, ...], word: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """``word(bits)`` of the next streams, shape (N, *shape).
+
+        Stream ``k``'s bits are ``hash32(base ^ hash32(2k + 1))``. Up to
+        :data:`_COLUMN_DRAWS` streams are built as separate (N,) columns around Python-int
+        constants and stacked stream-major (a (count, N) buffer seen as (N, count)), so a
+        compiled step computes and stores each column with contiguous vector code. More
+        streams use one broadcast ``(N, count)`` hash. Both give the same values.
+        """
         count = 1
         for s in shape:
             count *= s
-        streams = torch.arange(self._next, self._next + count, device=self.device)
+        first = self._next
         self._next += count
-        out = hash32(self._base[:, None] ^ hash32(streams * 2 + 1)[None, :])
+        if count <= _COLUMN_DRAWS:
+            cols = [
+                word(hash32(self._base ^ stream_constant(k))) for k in range(first, first + count)
+            ]
+            out = cols[0][:, None] if count == 1 else torch.stack(cols, dim=0).T
+        else:
+            streams = torch.arange(first, first + count, device=self.device)
+            out = word(hash32(self._base[:, None] ^ hash32(streams * 2 + 1)[None, :]))
         return out.reshape(self.num_envs, *shape)
+
+    def bits(self, *shape: int) -> torch.Tensor:
+        """Shape (N, *shape) int64 uniform in ``[0, 2**32)``."""
+        return self._draw(shape, lambda b: b)
 
     def uniform(
         self,
@@ -97,13 +145,18 @@ class Rng:
         dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
         """Shape (N, *shape) floats uniform in ``[low, high)`` (24 random bits)."""
-        unit = (self.bits(*shape) >> 8).to(dtype) * (1.0 / (1 << 24))
-        return low + (high - low) * unit
+        if isinstance(low, torch.Tensor) or isinstance(high, torch.Tensor):
+            unit = (self.bits(*shape) >> 8).to(dtype) * (1.0 / (1 << 24))
+            return low + (high - low) * unit
+        return self._draw(
+            shape, lambda b: low + (high - low) * ((b >> 8).to(dtype) * (1.0 / (1 << 24)))
+        )
 
     def randint(self, high: int, *shape: int) -> torch.Tensor:
         """Shape (N, *shape) int64 uniform in ``[0, high)``, ``0 < high < 2**31``."""
-        return (self.bits(*shape) * high) >> 32
+        return self._draw(shape, lambda b: (b * high) >> 32)
 
     def bernoulli(self, p: float, *shape: int) -> torch.Tensor:
         """Shape (N, *shape) bool, True with probability ``p`` (to 2**-24)."""
-        return (self.bits(*shape) >> 8) < int(round(p * (1 << 24)))
+        threshold = int(round(p * (1 << 24)))
+        return self._draw(shape, lambda b: (b >> 8) < threshold)

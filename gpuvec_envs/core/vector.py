@@ -24,6 +24,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch.utils import _pytree as pytree
 
+from gpuvec_envs.core import fusion
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
 
@@ -99,6 +100,15 @@ def as_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
     raise ValueError(f"autoreset_mode must be one of {names}, got {mode!r}")
 
 
+def as_flag(mask: torch.Tensor) -> torch.Tensor:
+    """Bool (N,) -> uint8 0/1, via int32.
+
+    Inductor's CPU code stores a bool converted straight to uint8 one byte at a time (~10x
+    slower than this vectorised path).
+    """
+    return mask.to(torch.int32).to(torch.uint8)
+
+
 def pure_step(
     env_def: EnvDef, params: Any, cfg: StepConfig, state: ShellState, action: torch.Tensor
 ) -> StepOut:
@@ -140,13 +150,13 @@ def pure_step(
         fresh = env_def.reset(params, Rng(state.key0, state.key1, counter, RESET), cfg.dtype, None)
         zero = torch.zeros_like(elapsed)
         if mode is AutoresetMode.NEXT_STEP:
-            pending = needs_reset.bool()
+            pending = needs_reset != 0
             env = select(pending, fresh, env)
             reward = torch.where(pending, torch.zeros_like(reward), reward)
             terminated = terminated & ~pending
             truncated = truncated & ~pending
             elapsed = torch.where(pending, zero, elapsed)
-            needs_reset = (terminated | truncated).to(torch.uint8)
+            needs_reset = as_flag(terminated | truncated)
             obs = env_def.observation(params, env)
         else:  # SAME_STEP
             done = terminated | truncated
@@ -161,8 +171,8 @@ def pure_step(
         new_state,
         obs,
         reward,
-        terminated.to(torch.uint8),
-        truncated.to(torch.uint8),
+        as_flag(terminated),
+        as_flag(truncated),
         final_obs,
     )
 
@@ -183,42 +193,94 @@ def fresh_function(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
 
 
 class Backend:
-    """Runs ``fn(*bound, *args)`` eagerly or as one ``torch.compile`` graph (``fullgraph=True``).
+    """Runs ``fn(*bound, *args)`` eagerly or as one compiled graph.
 
-    The compiled function is compiled once for this instance's shapes, device and dtype; a
-    recompile past dynamo's limit raises instead of silently running eager. A failure of the
-    first compilation falls back to eager with a warning.
+    The ``compile`` backend compiles on the first call, for that call's shapes, strides,
+    device and dtype, into a guard-free call (:func:`gpuvec_envs.core.fusion.compile_flat`:
+    one generated kernel, no guard evaluation, generated pytree code); on CUDA that call is
+    then captured in a CUDA graph. If that path fails it falls back to
+    ``torch.compile(fullgraph=True, dynamic=False)``, and a failure of that to eager, with a
+    warning. Later calls must pass arguments of the first call's exact structure, shapes,
+    strides, dtypes and device (the env shell guarantees this).
+
+    Args:
+        fn: The pure function.
+        bound: Leading (constant) arguments bound to it.
+        backend: ``"eager"``, ``"compile"`` or ``"auto"``.
+        tag: A name for this instance's compiled code.
+        state_first: The first argument is a state that the call returns, with the same
+            structure, as the first field of its output (the CUDA graph then keeps the
+            state in its static buffers).
+        cuda_graph: Capture the compiled call in a CUDA graph on CUDA devices.
     """
 
     def __init__(
-        self, fn: Callable[..., Any], bound: tuple[Any, ...], backend: str, tag: str
+        self,
+        fn: Callable[..., Any],
+        bound: tuple[Any, ...],
+        backend: str,
+        tag: str,
+        state_first: bool = False,
+        cuda_graph: bool = True,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.eager_fn = functools.partial(fn, *bound)
         self.name = "eager" if backend == "eager" else "compile"
+        self.kind = "eager"  # how calls run: eager, fused, cuda_graph or torch_compile
         self._fn = self.eager_fn
+        self._raw, self._tag = fn, tag
+        self._bound = bound
+        self._state_first = state_first
+        self._cuda_graph = cuda_graph
         self._compiled_once = self.name == "eager"
-        if self.name == "compile":
-            compiled = torch.compile(fresh_function(fn, tag), fullgraph=True, dynamic=False)
-            self._fn = functools.partial(compiled, *bound)
 
     def __call__(self, *args: Any) -> Any:
-        """Call the function; the first compiled call may fall back to eager."""
+        """Call the function; the first compiled call compiles (and may fall back)."""
         if self._compiled_once:
             return self._fn(*args)
-        try:
-            out = self._fn(*args)
-        except Exception as exc:  # noqa: BLE001 - any compiler failure means: run eager
-            warnings.warn(
-                f"torch.compile failed ({type(exc).__name__}: {exc}); using the eager backend",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            self.name, self._fn = "eager", self.eager_fn
-            out = self._fn(*args)
         self._compiled_once = True
+        errors = []
+        try:
+            self._fn = fusion.compile_flat(self.eager_fn, args)
+            self.kind = "fused"
+            out = self._fn(*args)
+        except Exception as exc:  # noqa: BLE001 - fall back to torch.compile
+            errors.append(f"{type(exc).__name__}: {exc}")
+            compiled = torch.compile(
+                fresh_function(self._raw, self._tag), fullgraph=True, dynamic=False
+            )
+            self._fn = functools.partial(compiled, *self._bound)
+            self.kind = "torch_compile"
+            try:
+                out = self._fn(*args)
+            except Exception as exc2:  # noqa: BLE001 - any compiler failure means: run eager
+                warnings.warn(
+                    f"torch.compile failed ({type(exc2).__name__}: {exc2}); using the eager "
+                    "backend",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                self.name, self.kind, self._fn = "eager", "eager", self.eager_fn
+                return self._fn(*args)
+        if self.kind == "fused" and self._cuda_graph and _on_cuda(args):
+            try:
+                n = len(fusion.make_flattener(args[:1])(args[0])) if self._state_first else 0
+                graphed = fusion.CudaGraphCall(self._fn, args, {i: i for i in range(n)})
+                self._fn, self.kind = graphed, "cuda_graph"
+            except Exception as exc:  # noqa: BLE001 - keep the un-graphed fused call
+                warnings.warn(
+                    f"CUDA graph capture failed ({type(exc).__name__}: {exc}); stepping "
+                    "without a graph",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
         return out
+
+
+def _on_cuda(tree: Any) -> bool:
+    leaves = [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+    return bool(leaves) and all(t.is_cuda for t in leaves)
 
 
 class GpuVecEnv(gym.vector.VectorEnv):
@@ -294,7 +356,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self._action_dtype = torch.int64 if discrete else self.dtype
 
         tag = f"{type(self.env_def).__name__}_{id(self):x}"
-        self._step = Backend(pure_step, (self.env_def, self.params, self.cfg), backend, tag)
+        self._step = Backend(
+            pure_step, (self.env_def, self.params, self.cfg), backend, tag, state_first=True
+        )
         self._state: ShellState | None = None
 
     # -- properties ---------------------------------------------------------------------
@@ -352,7 +416,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(act_space, self.num_envs)
         tag = f"{type(self.env_def).__name__}_{id(self):x}"
-        self._step = Backend(pure_step, (self.env_def, new, self.cfg), self.backend, tag)
+        self._step = Backend(
+            pure_step, (self.env_def, new, self.cfg), self.backend, tag, state_first=True
+        )
 
     # -- gymnasium API ------------------------------------------------------------------
     def reset(

@@ -67,8 +67,10 @@ def reset_sample(
     params: CartPoleParams, rng: Rng, dtype: torch.dtype, low: float, high: float
 ) -> CartPoleState:
     """N initial states, every component uniform in ``[low, high)``."""
-    u = rng.uniform(4, low=low, high=high, dtype=dtype)
-    return CartPoleState(u[:, 0], u[:, 1], u[:, 2], u[:, 3])
+    # Four single-stream draws equal ``rng.uniform(4)``'s columns and compile without an
+    # (N, 4) intermediate buffer.
+    x, x_dot, theta, theta_dot = (rng.uniform(low=low, high=high, dtype=dtype) for _ in range(4))
+    return CartPoleState(x, x_dot, theta, theta_dot)
 
 
 def dynamics(params: CartPoleParams, s: CartPoleState, action: torch.Tensor) -> CartPoleState:

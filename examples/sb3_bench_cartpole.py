@@ -1,0 +1,190 @@
+"""SB3 PPO on CartPole: rollout-collection speed and time to a mean reward of 475.
+
+Compares, in one run and with the same PPO hyperparameters, the gpuvec SB3 adapter
+(``make_sb3_vec_env("gpuvec/CartPole-v1")``) with SB3's ``DummyVecEnv`` and
+``SubprocVecEnv`` over gymnasium's ``CartPole-v1`` (both built by ``make_vec_env``).
+
+* ``fps``: env steps per second of SB3's ``collect_rollouts`` (policy forward, env step,
+  rollout buffer, callbacks: everything but the gradient updates), one rollout per kind in
+  turn, median over ``--rollouts`` rounds after ``--warmup`` rounds (``torch.compile`` of
+  the env step, process start-up). ``fps_per_cpu_s`` divides by this process's CPU time
+  instead of wall-clock time (robust to load from other processes; not meaningful for
+  ``SubprocVecEnv``, whose work is in its worker processes).
+* ``time``: wall-clock training time until the deterministic mean return over 20 episodes,
+  evaluated every ``--eval-every`` env steps on gymnasium's own CartPole-v1, first reaches 475
+  (evaluation time excluded; env construction and compilation included).
+
+    OMP_NUM_THREADS=1 python examples/sb3_bench_cartpole.py fps --n-envs 256
+    OMP_NUM_THREADS=1 python examples/sb3_bench_cartpole.py time --n-envs 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+from gpuvec_envs.adapters import make_sb3_vec_env
+
+# rl-zoo's CartPole-v1 PPO settings (n_steps, batch, gae_lambda, gamma, epochs, linear
+# schedules); n_epochs 10 instead of 20 and more envs, for wall-clock speed.
+PPO_KWARGS = dict(
+    n_steps=32,
+    batch_size=256,
+    gae_lambda=0.8,
+    gamma=0.98,
+    n_epochs=10,
+    ent_coef=0.0,
+)
+LR, CLIP = 1e-3, 0.2
+
+
+def make_env(kind: str, n_envs: int, seed: int, backend: str):
+    if kind == "gpuvec":
+        return make_sb3_vec_env("gpuvec/CartPole-v1", n_envs=n_envs, seed=seed, backend=backend)
+    if kind == "dummy":
+        return make_vec_env("CartPole-v1", n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
+    if kind == "subproc":
+        return make_vec_env(
+            "CartPole-v1",
+            n_envs=n_envs,
+            seed=seed,
+            vec_env_cls=SubprocVecEnv,
+            vec_env_kwargs={"start_method": "fork"},
+        )
+    raise ValueError(kind)
+
+
+def make_model(env, seed: int) -> PPO:
+    return PPO(
+        "MlpPolicy",
+        env,
+        learning_rate=lambda p: LR * p,
+        clip_range=lambda p: CLIP * p,
+        seed=seed,
+        device="cpu",
+        verbose=0,
+        **PPO_KWARGS,
+    )
+
+
+def bench_fps(kinds: list[str], args: argparse.Namespace) -> list[dict]:
+    """Rollout-collection fps of each kind, measured round-robin so load drifts hit all alike.
+
+    Every kind gets a PPO model with the same hyperparameters; each round times one
+    ``collect_rollouts`` (n_envs * n_steps env steps) per kind. The first ``--warmup`` rounds
+    (compilation, process start-up) are left out; fps is steps / median rollout time.
+    """
+    setups, models = {}, {}
+    for kind in kinds:
+        t0 = time.perf_counter()
+        env = make_env(kind, args.n_envs, args.seed, args.backend)
+        models[kind] = make_model(env, args.seed)
+        models[kind]._setup_learn(10**9, callback=None)
+        setups[kind] = time.perf_counter() - t0
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    cpu_times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    n_steps = PPO_KWARGS["n_steps"]
+    for _ in range(args.warmup + args.rollouts):
+        for kind in kinds:
+            model = models[kind]
+            callback = model._init_callback(None)
+            t, c = time.perf_counter(), time.process_time()
+            model.collect_rollouts(model.env, callback, model.rollout_buffer, n_steps)
+            times[kind].append(time.perf_counter() - t)
+            cpu_times[kind].append(time.process_time() - c)
+    results = []
+    for kind in kinds:
+        measured = sorted(times[kind][args.warmup :])
+        cpu = sorted(cpu_times[kind][args.warmup :])
+        steps = args.n_envs * n_steps
+        results.append(
+            {
+                "vec_env": kind,
+                "n_envs": args.n_envs,
+                "fps_median": round(steps / measured[len(measured) // 2]),
+                "fps_best": round(steps / measured[0]),
+                # per CPU-second of this process: robust to load from other processes, but
+                # blind to SubprocVecEnv's workers
+                "fps_per_cpu_s": round(steps / cpu[len(cpu) // 2]),
+                "rollout_s": [round(x, 4) for x in times[kind]],
+                "setup_s": round(setups[kind], 2),
+            }
+        )
+        models[kind].env.close()
+    return results
+
+
+class TimeToReward(BaseCallback):
+    """Evaluate every ``every`` env steps; stop when the mean return reaches ``target``."""
+
+    def __init__(self, eval_env, every: int, target: float) -> None:
+        super().__init__()
+        self.eval_env, self.every, self.target = eval_env, every, target
+        self.eval_s = 0.0
+        self.next_eval = every
+        self.history: list[tuple[int, float, float]] = []
+        self.t_start = time.perf_counter()
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps < self.next_eval:
+            return True
+        self.next_eval += self.every
+        t = time.perf_counter()
+        mean, _ = evaluate_policy(self.model, self.eval_env, n_eval_episodes=20, deterministic=True)
+        self.eval_s += time.perf_counter() - t
+        train_s = time.perf_counter() - self.t_start - self.eval_s
+        self.history.append((self.num_timesteps, round(float(mean), 1), round(train_s, 1)))
+        return mean < self.target
+
+
+def bench_time(kind: str, args: argparse.Namespace) -> dict:
+    eval_env = make_vec_env("CartPole-v1", n_envs=20, seed=10_000 + args.seed)
+    cb = TimeToReward(eval_env, args.eval_every, args.target)  # the clock starts here
+    env = make_env(kind, args.n_envs, args.seed, args.backend)
+    model = make_model(env, args.seed)
+    model.learn(args.max_timesteps, callback=cb)
+    env.close()
+    reached = bool(cb.history) and cb.history[-1][1] >= args.target
+    return {
+        "vec_env": kind,
+        "n_envs": args.n_envs,
+        "seed": args.seed,
+        "reached": reached,
+        "steps": cb.history[-1][0] if reached else None,
+        "train_s": cb.history[-1][2] if reached else None,
+        "history": cb.history,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("what", choices=["fps", "time"])
+    parser.add_argument("--vec", nargs="+", default=["gpuvec", "dummy", "subproc"])
+    parser.add_argument("--n-envs", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--backend", default="auto", help="gpuvec backend: auto/compile/eager")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--rollouts", type=int, default=15)
+    parser.add_argument("--eval-every", type=int, default=10_000)
+    parser.add_argument("--target", type=float, default=475.0)
+    parser.add_argument("--max-timesteps", type=int, default=300_000)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    results = bench_fps(args.vec, args) if args.what == "fps" else []
+    for kind in args.vec if args.what == "time" else []:
+        results.append(bench_time(kind, args))
+    for result in results:
+        print(json.dumps({**result, "threads": args.threads}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,540 @@
+"""``gpuvec-bench``: env-steps/s of gpuvec envs side by side with their peers, in one run.
+
+For each env ID of the registry (``gpuvec/<Name>-v<k>``) and each ``num_envs`` and backend,
+the gpuvec env is stepped with random actions (a pool of pre-drawn action batches, cycled,
+so that drawing actions is not timed for anyone), and so are the peers of its reference ID:
+gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv``, gymnasium's own numpy vector env where
+the reference has one (``vectorization_mode="vector_entry_point"``), and EnvPool with 2
+threads when it is installed and has the task. Setup time (construction, compilation,
+first step) is reported on its own and never mixed into steps/s; steps/s is the median over
+repeats. Peers are slow, so their sweep is capped (``--peer-max-envs``, ``--async-max-envs``)
+and the ratio table compares against each peer's best configuration.
+
+Usage::
+
+    gpuvec-bench --envs CartPole-v1 --num-envs 1,4096,65536 --json out.json --plot out.png
+    python -m gpuvec_envs.bench --envs all --autotune
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import gpuvec_envs
+from gpuvec_envs.registry import REGISTRY, entry
+
+PEERS = ("sync", "async", "numpy", "envpool")
+_POOL = 8  # pre-drawn action batches, cycled
+
+
+@dataclasses.dataclass
+class Result:
+    """One measured configuration."""
+
+    env: str  # gpuvec ID
+    impl: str  # "gpuvec-compile", "gpuvec-eager", "gym-sync", "gym-async", "gym-numpy", ...
+    num_envs: int
+    steps_per_s: float  # env-steps per second (num_envs x calls / s), median over repeats
+    call_us: float  # one step call (all envs), median, microseconds
+    setup_s: float  # construction + compile + first step, seconds
+    repeats: list[float]  # steps/s of each repeat
+    frame_skip: int = 1
+    note: str = ""
+
+
+# -- timing ------------------------------------------------------------------------------
+def time_steps(
+    step: Callable[[int], Any],
+    num_envs: int,
+    *,
+    min_time: float,
+    repeats: int,
+    sync: Callable[[], None] = lambda: None,
+) -> tuple[float, float, list[float]]:
+    """Median steps/s and call time of ``step(i)`` over ``repeats`` timed blocks.
+
+    Each block runs enough calls for about ``min_time / repeats`` seconds (calibrated on a
+    short run first).
+
+    Returns:
+        ``(steps_per_s, call_us, per_repeat_steps_per_s)``.
+    """
+    sync()
+    t0 = time.perf_counter()
+    calls = 0
+    while calls < 3 or time.perf_counter() - t0 < 0.02:
+        step(calls)
+        calls += 1
+    sync()
+    per_call = (time.perf_counter() - t0) / calls
+    k = max(1, int(min_time / max(repeats, 1) / max(per_call, 1e-9)))
+    rates, call_times = [], []
+    i = 0
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            step(i)
+            i += 1
+        sync()
+        dt = (time.perf_counter() - t0) / k
+        call_times.append(dt)
+        rates.append(num_envs / dt)
+    return statistics.median(rates), statistics.median(call_times) * 1e6, rates
+
+
+def _torch_actions(space: gym.Space, n: int, device: torch.device, gen: torch.Generator) -> list:
+    out = []
+    for _ in range(_POOL):
+        if isinstance(space, gym.spaces.Discrete):
+            a = torch.randint(int(space.start), int(space.start + space.n), (n,), generator=gen)
+        else:
+            low = torch.as_tensor(space.low, dtype=torch.float64)
+            high = torch.as_tensor(space.high, dtype=torch.float64)
+            u = torch.rand((n, *space.shape), generator=gen, dtype=torch.float64)
+            a = (low + (high - low) * u).to(torch.float32)
+        out.append(a.to(device))
+    return out
+
+
+def _numpy_actions(space: gym.Space, seed: int) -> list:
+    space.seed(seed)
+    return [space.sample() for _ in range(_POOL)]
+
+
+# -- implementations ---------------------------------------------------------------------
+def bench_gpuvec(
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    *,
+    device: str = "cpu",
+    frame_skip: int = 1,
+    min_time: float = 1.0,
+    repeats: int = 5,
+) -> Result:
+    """Steps/s of ``gymnasium.make_vec(env_id)`` on the gpuvec engine (no validation)."""
+    dev = torch.device(device)
+    t0 = time.perf_counter()
+    env = gym.make_vec(
+        env_id,
+        num_envs=num_envs,
+        device=dev,
+        backend=backend,
+        validate=False,
+        frame_skip=frame_skip,
+    )
+    env.reset(seed=0)
+    actions = _torch_actions(
+        env.single_action_space, num_envs, dev, torch.Generator().manual_seed(0)
+    )
+    env.step(actions[0])
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync()
+    setup = time.perf_counter() - t0
+    rate, call_us, reps = time_steps(
+        lambda i: env.step(actions[i % _POOL]),
+        num_envs,
+        min_time=min_time,
+        repeats=repeats,
+        sync=sync,
+    )
+    kind = getattr(env.unwrapped._step, "kind", backend)
+    env.close()
+    return Result(
+        env_id, f"gpuvec-{backend}", num_envs, rate, call_us, setup, reps, frame_skip, kind
+    )
+
+
+def _make_reference(reference: str) -> Callable[[], gym.Env]:
+    if reference.startswith("MinAtar/"):
+        import minatar.gym  # noqa: F401 - registers MinAtar IDs
+
+        minatar.gym.register_envs()
+    return lambda: gym.make(reference)
+
+
+def bench_peer(
+    env_id: str, peer: str, num_envs: int, *, min_time: float = 1.0, repeats: int = 5
+) -> Result | None:
+    """Steps/s of one peer of ``env_id``'s reference, or ``None`` if it does not exist."""
+    reference = entry(env_id).reference
+    if reference is None:
+        return None
+    t0 = time.perf_counter()
+    if peer == "sync":
+        env = gym.vector.SyncVectorEnv([_make_reference(reference)] * num_envs)
+    elif peer == "async":
+        env = gym.vector.AsyncVectorEnv([_make_reference(reference)] * num_envs)
+    elif peer == "numpy":
+        spec = gym.spec(reference) if reference in gym.registry else None
+        if spec is None or spec.vector_entry_point is None:
+            return None
+        env = gym.make_vec(reference, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    elif peer == "envpool":
+        try:
+            import envpool
+        except ImportError:
+            return None
+        if reference not in envpool.list_all_envs():
+            return None
+        env = envpool.make_gymnasium(reference, num_envs=num_envs, num_threads=2, seed=0)
+    else:
+        raise ValueError(f"unknown peer {peer!r}; peers are {PEERS}")
+    try:
+        env.reset(seed=0) if peer != "envpool" else env.reset()
+        if peer == "envpool":  # envpool's action_space is one env's; it wants int32/(N, k)
+            space = env.action_space
+            space.seed(0)
+            dtype = np.int32 if isinstance(space, gym.spaces.Discrete) else np.float32
+            actions = [
+                np.stack([space.sample() for _ in range(num_envs)]).astype(dtype)
+                for _ in range(_POOL)
+            ]
+        else:
+            actions = _numpy_actions(env.action_space, 0)
+        env.step(actions[0])
+        setup = time.perf_counter() - t0
+        rate, call_us, reps = time_steps(
+            lambda i: env.step(actions[i % _POOL]), num_envs, min_time=min_time, repeats=repeats
+        )
+    finally:
+        env.close()
+    names = {
+        "sync": "gym-sync",
+        "async": "gym-async",
+        "numpy": "gym-numpy",
+        "envpool": "envpool-2t",
+    }
+    return Result(env_id, names[peer], num_envs, rate, call_us, setup, reps)
+
+
+# -- sweep, table, plot ------------------------------------------------------------------
+def resolve_envs(names: str) -> list[str]:
+    """Comma-separated names (with or without ``gpuvec/``) or ``all`` -> gpuvec IDs."""
+    if names == "all":
+        return [e.id for e in REGISTRY]
+    return [entry(n.strip()).id for n in names.split(",") if n.strip()]
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """The list of measurements of a sweep: ``(kind, kwargs)``."""
+    jobs: list[tuple[str, dict[str, Any]]] = []
+    for env_id in resolve_envs(args.envs):
+        for n in args.num_envs:
+            for b in args.backends:
+                for fs in args.frame_skip:
+                    jobs.append(
+                        ("gpuvec", dict(env_id=env_id, num_envs=n, backend=b, frame_skip=fs))
+                    )
+        for peer in args.peers:
+            cap = args.async_max_envs if peer == "async" else args.peer_max_envs
+            if peer in ("numpy",):
+                cap = max(args.num_envs)
+            for n in sorted({min(n, cap) for n in args.num_envs}):
+                jobs.append(("peer", dict(env_id=env_id, peer=peer, num_envs=n)))
+    return jobs
+
+
+def run_sweep(args: argparse.Namespace) -> list[Result]:
+    """Measure every job of :func:`plan` (with a progress bar when tqdm is installed)."""
+    jobs = plan(args)
+    bar = None
+    if not args.no_progress:
+        try:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(jobs), desc="gpuvec-bench", file=sys.stderr)
+        except ImportError:
+            bar = None
+    results: list[Result] = []
+    for kind, kw in jobs:
+        if bar is not None:
+            bar.set_postfix_str(
+                f"{kw['env_id']} {kw.get('backend', kw.get('peer'))} N={kw['num_envs']}"
+            )
+        try:
+            if kind == "gpuvec":
+                r = bench_gpuvec(
+                    device=args.device, min_time=args.min_time, repeats=args.repeats, **kw
+                )
+            else:
+                r = bench_peer(min_time=args.min_time, repeats=args.repeats, **kw)
+        except Exception as exc:  # noqa: BLE001 - a failing peer must not stop the sweep
+            print(f"skipped {kind} {kw}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            r = None
+        if r is not None:
+            results.append(r)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return results
+
+
+def ratios(results: Sequence[Result]) -> list[dict[str, Any]]:
+    """Gpuvec steps/s over each peer's best configuration (and gym-numpy at the same N)."""
+    out = []
+    for r in results:
+        if not r.impl.startswith("gpuvec"):
+            continue
+        row: dict[str, Any] = {
+            "env": r.env,
+            "impl": r.impl,
+            "num_envs": r.num_envs,
+            "frame_skip": r.frame_skip,
+            "steps_per_s": r.steps_per_s,
+        }
+        for peer in ("gym-sync", "gym-async", "gym-numpy", "envpool-2t"):
+            same_env = [p for p in results if p.env == r.env and p.impl == peer]
+            if not same_env:
+                continue
+            best = max(same_env, key=lambda p: p.steps_per_s)
+            row[f"vs {peer} best"] = r.steps_per_s / best.steps_per_s
+            row[f"{peer} best N"] = best.num_envs
+            same_n = [p for p in same_env if p.num_envs == r.num_envs]
+            if peer == "gym-numpy" and same_n:
+                row["vs gym-numpy same N"] = r.steps_per_s / same_n[0].steps_per_s
+        out.append(row)
+    return out
+
+
+def _fmt_rate(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def format_table(results: Sequence[Result]) -> str:
+    """Markdown tables: every measurement, then the ratios."""
+    lines = [
+        "| env | impl | frame_skip | num_envs | env-steps/s | call (us) | setup (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.env} | {r.impl} | {r.frame_skip} | {r.num_envs} | {_fmt_rate(r.steps_per_s)} "
+            f"| {r.call_us:.1f} | {r.setup_s:.2f} |"
+        )
+    rows = ratios(results)
+    if rows:
+        keys = [
+            k
+            for k in (
+                "vs gym-numpy same N",
+                "vs gym-numpy best",
+                "vs gym-sync best",
+                "vs gym-async best",
+                "vs envpool-2t best",
+            )
+            if any(k in row for row in rows)
+        ]
+        lines += [
+            "",
+            "| env | impl | frame_skip | num_envs | " + " | ".join(keys) + " |",
+            "|---|---|---|---|" + "---|" * len(keys),
+        ]
+        for row in rows:
+            cells = [f"{row[k]:.1f}x" if k in row else "-" for k in keys]
+            lines.append(
+                f"| {row['env']} | {row['impl']} | {row['frame_skip']} | {row['num_envs']} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    return "\n".join(lines)
+
+
+def plot(results: Sequence[Result], path: str) -> None:
+    """Log-log scaling plot (env-steps/s vs num_envs), one panel per env."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(r.env for r in results))
+    fig, axes = plt.subplots(
+        1, max(len(envs), 1), figsize=(5.5 * max(len(envs), 1), 4.2), squeeze=False
+    )
+    for ax, env in zip(axes[0], envs, strict=False):
+        series: dict[str, list[Result]] = {}
+        for r in results:
+            if r.env == env:
+                label = r.impl + (f" fs={r.frame_skip}" if r.frame_skip != 1 else "")
+                series.setdefault(label, []).append(r)
+        for label, rs in series.items():
+            rs = sorted(rs, key=lambda r: r.num_envs)
+            ax.plot([r.num_envs for r in rs], [r.steps_per_s for r in rs], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("num_envs")
+        ax.set_ylabel("env-steps/s")
+        ax.set_title(env)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def machine_info() -> dict[str, Any]:
+    """Versions, threads and load of this machine (part of every report)."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gymnasium": gym.__version__,
+        "numpy": np.__version__,
+        "gpuvec_envs": gpuvec_envs.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "cpu_count": os.cpu_count(),
+        "cpu": platform.processor() or platform.machine(),
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+    try:
+        info["loadavg_1m"] = os.getloadavg()[0]
+    except OSError:
+        pass
+    try:
+        import envpool
+
+        info["envpool"] = envpool.__version__
+    except ImportError:
+        info["envpool"] = None
+    return info
+
+
+def _ints(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.startswith("2^"):
+            out.append(2 ** int(part[2:]))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's arguments."""
+    p = argparse.ArgumentParser(prog="gpuvec-bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--envs", default="CartPole-v1", help="comma-separated IDs or 'all'")
+    p.add_argument(
+        "--num-envs",
+        type=_ints,
+        default=_ints("1,64,4096,65536"),
+        help="comma-separated batch sizes (2^k allowed)",
+    )
+    p.add_argument(
+        "--backends",
+        type=lambda s: s.split(","),
+        default=["compile"],
+        help="gpuvec backends: compile, eager",
+    )
+    p.add_argument("--frame-skip", type=_ints, default=[1], help="gpuvec frame_skip values")
+    p.add_argument(
+        "--peers",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=list(PEERS),
+        help=f"subset of {','.join(PEERS)} ('' for none)",
+    )
+    p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--peer-max-envs",
+        type=int,
+        default=256,
+        help="largest num_envs for sync/envpool peers (they are slow)",
+    )
+    p.add_argument(
+        "--async-max-envs",
+        type=int,
+        default=8,
+        help="largest num_envs for AsyncVectorEnv (one process per env)",
+    )
+    p.add_argument("--min-time", type=float, default=1.0, help="timed seconds per config")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--json", dest="json_path", default=None, help="write results as JSON")
+    p.add_argument("--plot", dest="plot_path", default=None, help="write a log-log PNG")
+    p.add_argument(
+        "--autotune",
+        action="store_true",
+        help="also run gpuvec_envs.autotune for each env and print the best config",
+    )
+    p.add_argument(
+        "--memory-budget",
+        type=float,
+        default=None,
+        help="autotune: bytes the env may use (default: 1/4 of free memory)",
+    )
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``gpuvec-bench`` / ``python -m gpuvec_envs.bench``."""
+    args = build_parser().parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    info = machine_info()
+    info["command"] = "gpuvec-bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    results = run_sweep(args)
+    print(
+        f"# torch {info['torch']}, {info['torch_threads']} torch threads, "
+        f"OMP_NUM_THREADS={info['OMP_NUM_THREADS']}, {info['cpu_count']} CPUs, "
+        f"load {info.get('loadavg_1m', float('nan')):.2f}, device {args.device}"
+    )
+    print(format_table(results))
+    tuned = []
+    if args.autotune:
+        from gpuvec_envs.autotune import autotune
+
+        for env_id in resolve_envs(args.envs):
+            best = autotune(
+                env_id,
+                device=args.device,
+                memory_budget=args.memory_budget,
+                num_envs=args.num_envs,
+                backends=args.backends,
+                min_time=args.min_time / 2,
+            )
+            tuned.append(best)
+            print(
+                f"autotune {env_id}: backend={best['backend']} num_envs={best['num_envs']} "
+                f"-> {_fmt_rate(best['steps_per_s'])} env-steps/s"
+            )
+    if args.json_path:
+        payload = {
+            "machine": info,
+            "results": [dataclasses.asdict(r) for r in results],
+            "ratios": ratios(results),
+            "autotune": tuned,
+        }
+        with open(args.json_path, "w") as f:
+            json.dump(
+                payload,
+                f,
+                indent=1,
+                default=lambda x: None if isinstance(x, float) and math.isnan(x) else str(x),
+            )
+    if args.plot_path and results:
+        plot(results, args.plot_path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""Guard-free compiled calls of pure tensor functions, and CUDA-graph capture of them.
+
+``torch.compile`` re-checks its guards (shapes, strides, every constant it read) and
+rebuilds pytrees on every call, which costs tens of microseconds: more than the physics of
+thousands of envs. :func:`compile_flat` compiles a pure function once for one set of
+example inputs, the same way inductor does behind ``torch.compile`` (an aten graph traced
+by ``make_fx``, then ``compile_fx``), and returns a plain callable: the arguments are
+flattened by generated code, the generated kernel runs, the outputs are rebuilt by
+generated code. No guards are evaluated, so the caller must pass inputs of exactly the
+example's structure, shapes, strides, dtypes and device (the env shell guarantees that;
+inductor itself still asserts shapes and strides).
+
+:class:`CudaGraphCall` then captures such a call in a CUDA graph with static input buffers,
+so that one call costs one graph launch (plus the copies of inputs that are not already
+the static buffers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def _is_namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _flatten_paths(tree: Any, path: str, out: list[str]) -> None:
+    """Append the access expression of every tensor leaf of ``tree`` to ``out``."""
+    if isinstance(tree, torch.Tensor):
+        out.append(path)
+    elif isinstance(tree, tuple):
+        for i, sub in enumerate(tree):
+            _flatten_paths(sub, f"{path}[{i}]", out)
+    elif tree is not None:
+        raise TypeError(f"unsupported pytree node {type(tree).__name__}")
+
+
+def make_flattener(example_args: tuple[Any, ...]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """Generated ``f(*args) -> tuple of tensor leaves`` for args shaped like ``example_args``.
+
+    Supported nodes: tensors, tuples (NamedTuples included) and ``None``.
+    """
+    paths: list[str] = []
+    for i, arg in enumerate(example_args):
+        _flatten_paths(arg, f"a{i}", paths)
+    params = ", ".join(f"a{i}" for i in range(len(example_args)))
+    body = ", ".join(paths) + ("," if len(paths) == 1 else "")
+    namespace: dict[str, Any] = {}
+    exec(f"def flatten({params}):\n    return ({body})\n", namespace)  # noqa: S102
+    return namespace["flatten"]
+
+
+def make_unflattener(example: Any) -> Callable[[tuple[torch.Tensor, ...]], Any]:
+    """Generated ``g(leaves) -> tree`` rebuilding the structure of ``example`` from leaves."""
+    namespace: dict[str, Any] = {}
+    counter = [0]
+
+    def expr(tree: Any) -> str:
+        if isinstance(tree, torch.Tensor):
+            counter[0] += 1
+            return f"o[{counter[0] - 1}]"
+        if tree is None:
+            return "None"
+        if isinstance(tree, tuple):
+            parts = [expr(sub) for sub in tree]
+            if _is_namedtuple(tree):
+                name = f"T{len(namespace)}"
+                namespace[name] = type(tree)
+                return f"{name}({', '.join(parts)})"
+            return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        raise TypeError(f"unsupported pytree node {type(tree).__name__}")
+
+    code = f"def unflatten(o):\n    return {expr(example)}\n"
+    exec(code, namespace)  # noqa: S102
+    return namespace["unflatten"]
+
+
+def compile_flat(fn: Callable[..., Any], example_args: tuple[Any, ...]) -> Callable[..., Any]:
+    """Compile the pure function ``fn`` once for ``example_args``; return a guard-free call.
+
+    ``fn`` must take and return pytrees of tensors, tuples/NamedTuples and ``None`` only,
+    be free of data-dependent Python control flow, and not mutate its inputs.
+
+    Raises:
+        Exception: whatever tracing or inductor raise; callers fall back to other backends.
+    """
+    from torch._inductor.compile_fx import compile_fx
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    flatten = make_flattener(example_args)
+    leaves = list(flatten(*example_args))
+    sizes = [len(_leaf_paths(a)) for a in example_args]
+    captured: dict[str, Any] = {}
+
+    def flat_fn(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        args, pos = [], 0
+        for example, size in zip(example_args, sizes, strict=True):
+            args.append(_rebuild(example, iter(flat[pos : pos + size])))
+            pos += size
+        out = fn(*args)
+        captured["structure"] = out
+        out_paths: list[str] = []
+        _flatten_paths(out, "out", out_paths)
+        return tuple(eval(p, {"out": out}) for p in out_paths)  # noqa: S307
+
+    with torch.no_grad():
+        graph = make_fx(flat_fn)(*leaves)
+        compiled = compile_fx(graph, leaves)
+    unflatten = make_unflattener(captured.pop("structure"))
+
+    def call(*args: Any) -> Any:
+        return unflatten(compiled(*flatten(*args)))
+
+    call.flatten = flatten  # type: ignore[attr-defined]
+    call.unflatten = unflatten  # type: ignore[attr-defined]
+    call.flat = compiled  # type: ignore[attr-defined]
+    return call
+
+
+def _leaf_paths(tree: Any) -> list[str]:
+    out: list[str] = []
+    _flatten_paths(tree, "t", out)
+    return out
+
+
+def _rebuild(example: Any, leaves: Any) -> Any:
+    """Rebuild ``example``'s structure taking tensors from the iterator ``leaves``."""
+    if isinstance(example, torch.Tensor):
+        return next(leaves)
+    if example is None:
+        return None
+    parts = [_rebuild(sub, leaves) for sub in example]
+    return type(example)(*parts) if _is_namedtuple(example) else tuple(parts)
+
+
+class CudaGraphCall:
+    """A flat compiled call replayed from a CUDA graph with static input buffers.
+
+    The graph reads ``static_in`` and writes outputs into the graph's own memory. Each call
+    copies only the input leaves that are not already the static buffers (``state_out``
+    maps output leaves back onto inputs, so a state fed back from the previous call is
+    copied inside the graph and costs no extra launch). Outputs other than the fed-back
+    state are cloned, so the caller may keep them past the next call.
+
+    Args:
+        flat_call: A function from :func:`compile_flat`.
+        example_args: Example arguments on a CUDA device.
+        state_out: For each output leaf index that is the next value of an input leaf,
+            that input leaf's index.
+    """
+
+    def __init__(
+        self,
+        flat_call: Callable[..., Any],
+        example_args: tuple[Any, ...],
+        state_out: dict[int, int],
+    ) -> None:
+        self.flatten, self.unflatten = flat_call.flatten, flat_call.unflatten
+        compiled = flat_call.flat
+        self.static_in = [t.clone() for t in self.flatten(*example_args)]
+        self.state_out = dict(state_out)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm-up outside the graph (allocator, lazy init)
+                compiled(*[t.clone() for t in self.static_in])
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            outs = compiled(*self.static_in)
+            for o, i in self.state_out.items():
+                self.static_in[i].copy_(outs[o])
+        self.static_out = list(outs)
+        for o, i in self.state_out.items():
+            self.static_out[o] = self.static_in[i]  # the state lives in the input buffers
+
+    def __call__(self, *args: Any) -> Any:
+        """Copy new inputs into the static buffers, replay, rebuild the outputs."""
+        for buf, t in zip(self.static_in, self.flatten(*args), strict=True):
+            if t is not buf:
+                buf.copy_(t)
+        self.graph.replay()
+        fed_back = self.state_out
+        outs = tuple(t if i in fed_back else t.clone() for i, t in enumerate(self.static_out))
+        return self.unflatten(outs)

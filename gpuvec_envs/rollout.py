@@ -1,0 +1,270 @@
+"""Fused rollout collection: a torch policy and a :class:`GpuVecEnv` for T steps.
+
+:class:`RolloutCollector` runs ``policy(obs)`` and the env's pure step for ``num_steps``
+steps and writes observations, actions, rewards, flags and the policy's other outputs
+(log-probs, values, ...) into preallocated ``(T, N, ...)`` tensors. On CPU each step is one
+compiled call (policy and env step in one graph); on CUDA the whole T-step rollout is
+captured once in a CUDA graph and every later :meth:`RolloutCollector.collect` is one graph
+replay. The buffers hold exactly what a hand-written loop of ``action = policy(obs)`` and
+``env.step(action)`` would give (``obs[t]`` is the observation ``actions[t]`` was chosen
+from), and the env's state advances as if it had been stepped.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+
+from gpuvec_envs.core import fusion
+from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
+
+
+class Rollout(NamedTuple):
+    """Buffers of one rollout (all on the env's device; T steps, N envs)."""
+
+    obs: torch.Tensor  # (T, N, *obs_shape): observation each action was chosen from
+    actions: torch.Tensor  # (T, N, *action_shape)
+    rewards: torch.Tensor  # (T, N) float
+    terminated: torch.Tensor  # (T, N) bool
+    truncated: torch.Tensor  # (T, N) bool
+    extras: dict[str, torch.Tensor]  # (T, N, ...) each: the policy's other outputs
+    next_obs: torch.Tensor  # (N, *obs_shape): observation after the last step
+
+
+def _split(out: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """A policy output: a tensor (the action) or a dict with ``"action"`` and extras."""
+    if isinstance(out, torch.Tensor):
+        return out, {}
+    if isinstance(out, dict) and "action" in out:
+        return out["action"], {k: v for k, v in out.items() if k != "action"}
+    raise TypeError("a policy must return an action tensor or a dict with key 'action'")
+
+
+def _policy_step(
+    policy: Callable[[torch.Tensor], Any],
+    step: Callable[[ShellState, torch.Tensor], Any],
+    action_dtype: torch.dtype,
+    state: ShellState,
+    obs: torch.Tensor,
+) -> tuple[Any, ...]:
+    """One policy call and one env step.
+
+    Returns:
+        ``(state, next_obs, action, reward, terminated, truncated, extras)``; flags uint8.
+    """
+    action, extras = _split(policy(obs))
+    action = action.to(action_dtype)
+    out = step(state, action)
+    return out.state, out.obs, action, out.reward, out.terminated, out.truncated, extras
+
+
+class RolloutCollector:
+    """Collect ``num_steps`` steps of ``policy`` in ``env`` into preallocated buffers.
+
+    Args:
+        env: The vector env (reset before the first :meth:`collect`). Its autoreset mode,
+            time limit and frame skip apply.
+        policy: ``policy(obs) -> action`` or ``-> {"action": ..., "log_prob": ..., ...}``:
+            an ``nn.Module`` or any callable of tensors; obs shape (N, *obs_shape); actions
+            shape (N, *action_shape), cast to the env's action dtype (int64 for discrete
+            spaces). It must not synchronise with the host.
+        num_steps: Rollout length T.
+        backend: ``"compile"`` (one compiled call per step on CPU; default ``"auto"``) or
+            ``"eager"``.
+        cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph.
+
+    Actions are not validated (the hot path never reads back from the device).
+    """
+
+    def __init__(
+        self,
+        env: GpuVecEnv,
+        policy: Callable[[torch.Tensor], Any],
+        num_steps: int,
+        *,
+        backend: str = "auto",
+        cuda_graph: bool = True,
+    ) -> None:
+        if not isinstance(num_steps, int) or num_steps < 1:
+            raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
+        if backend not in ("auto", "compile", "eager"):
+            raise ValueError(f"backend must be 'auto', 'compile' or 'eager', got {backend!r}")
+        self.env = getattr(env, "unwrapped", env)
+        if not isinstance(self.env, GpuVecEnv):
+            raise TypeError(f"expected a GpuVecEnv, got {type(env).__name__}")
+        self.policy = policy
+        self.num_steps = num_steps
+        self.backend = "eager" if backend == "eager" else "compile"
+        self.use_cuda_graph = cuda_graph and self.env.device.type == "cuda"
+        e = self.env
+        self._env_step = functools.partial(pure_step, e.env_def, e.params, e.cfg)
+        self._fused_env_step: Callable[..., Any] | None = None
+        self._step_fn: Callable[..., Any] | None = None
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self.buffers: Rollout | None = None
+        self.kind = "eager"  # how steps run: eager, compiled or cuda_graph
+
+    # -- public ------------------------------------------------------------------------
+    def collect(self) -> Rollout:
+        """Run T steps from the env's current state; return the (reused) buffers.
+
+        The returned tensors are overwritten by the next call; clone them to keep them.
+        """
+        env = self.env
+        state = env.state
+        obs = env.env_def.observation(env.params, state.env)
+        if self.buffers is None:
+            self._allocate(state, obs)
+        if self.use_cuda_graph:
+            try:
+                return self._collect_graphed(state, obs)
+            except Exception as exc:  # noqa: BLE001 - fall back to step-by-step collection
+                warnings.warn(
+                    f"CUDA graph rollout failed ({type(exc).__name__}: {exc}); collecting "
+                    "step by step",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self.use_cuda_graph, self._graph = False, None
+        return self._collect_loop(state, obs)
+
+    # -- internals ---------------------------------------------------------------------
+    def _allocate(self, state: ShellState, obs: torch.Tensor) -> None:
+        """Preallocate the buffers from one eager policy call on the current obs."""
+        t = self.num_steps
+        with torch.no_grad():
+            action, extras = _split(self.policy(obs))
+        env = self.env
+        dev = env.device
+        n = env.num_envs
+        act_shape = tuple(env.single_action_space.shape)
+        if tuple(action.shape) != (n, *act_shape):
+            raise ValueError(
+                f"policy actions must have shape {(n, *act_shape)}, got {tuple(action.shape)}"
+            )
+        self._flags = torch.zeros(2, t, n, dtype=torch.uint8, device=dev)
+        self.buffers = Rollout(
+            obs=torch.empty((t, *obs.shape), dtype=obs.dtype, device=dev),
+            actions=torch.empty((t, n, *act_shape), dtype=env._action_dtype, device=dev),
+            rewards=torch.empty((t, n), dtype=env.dtype, device=dev),
+            terminated=self._flags[0].view(torch.bool),
+            truncated=self._flags[1].view(torch.bool),
+            extras={
+                k: torch.empty((t, *v.shape), dtype=v.dtype, device=dev) for k, v in extras.items()
+            },
+            next_obs=torch.empty_like(obs),
+        )
+
+    def _env_step_fn(
+        self, example_state: ShellState, example_action: torch.Tensor
+    ) -> Callable[..., Any]:
+        """The env step used inside the rollout: the guard-free fused call when possible."""
+        if self._fused_env_step is None:
+            self._fused_env_step = self._env_step
+            if self.backend == "compile":
+                try:
+                    self._fused_env_step = fusion.compile_flat(
+                        self._env_step, (example_state, example_action)
+                    )
+                except Exception:  # noqa: BLE001 - eager env step inside the rollout
+                    self._fused_env_step = self._env_step
+        return self._fused_env_step
+
+    def _write(self, t: int, obs: torch.Tensor, out: tuple[Any, ...]) -> None:
+        b = self.buffers
+        _, _, action, reward, term, trunc, extras = out
+        b.obs[t].copy_(obs)
+        b.actions[t].copy_(action)
+        b.rewards[t].copy_(reward)
+        self._flags[0, t].copy_(term)
+        self._flags[1, t].copy_(trunc)
+        for k, v in extras.items():
+            b.extras[k][t].copy_(v)
+
+    def _collect_loop(self, state: ShellState, obs: torch.Tensor) -> Rollout:
+        """CPU (or un-graphed CUDA): one compiled policy+env call per step."""
+        if self._step_fn is None:
+            self._step_fn = self._build_step_fn(state, obs)
+        fn = self._step_fn
+        with torch.no_grad():
+            for t in range(self.num_steps):
+                out = fn(state, obs)
+                self._write(t, obs, out)
+                state, obs = out[0], out[1]
+        self.buffers.next_obs.copy_(obs)
+        self.env._state = state
+        return self.buffers
+
+    def _build_step_fn(self, state: ShellState, obs: torch.Tensor) -> Callable[..., Any]:
+        eager = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)
+        self.kind = "eager"
+        if self.backend == "eager":
+            return eager
+        compiled = torch.compile(eager, fullgraph=True, dynamic=False)
+        try:
+            with torch.no_grad():
+                compiled(state, obs)  # compile now; the result is discarded
+            self.kind = "compiled"
+            return compiled
+        except Exception as exc:  # noqa: BLE001 - any compiler failure means: run eager
+            warnings.warn(
+                f"torch.compile of the rollout step failed ({type(exc).__name__}: {exc}); "
+                "collecting eagerly",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return eager
+
+    def _collect_graphed(self, state: ShellState, obs: torch.Tensor) -> Rollout:
+        """CUDA: capture the T-step rollout once, then one graph replay per call."""
+        if self._graph is None:
+            self._capture(state, obs)
+        flat = self._flatten(state)
+        for buf, t in zip(self._static_state, flat, strict=True):
+            if t is not buf:
+                buf.copy_(t)
+        self._static_obs.copy_(obs)
+        self._graph.replay()
+        self.env._state = self._unflatten_state(tuple(self._static_state))
+        return self.buffers
+
+    def _capture(self, state: ShellState, obs: torch.Tensor) -> None:
+        with torch.no_grad():
+            action, _ = _split(self.policy(obs))
+            env_step = self._env_step_fn(state, action.to(self.env._action_dtype))
+        self._flatten = fusion.make_flattener((state,))
+        self._unflatten_state = fusion.make_unflattener(state)
+        self._static_state = [t.clone() for t in self._flatten(state)]
+        self._static_obs = obs.clone()
+        step = functools.partial(_policy_step, self.policy, env_step, self.env._action_dtype)
+
+        def run() -> None:
+            s = self._unflatten_state(tuple(self._static_state))
+            o = self._static_obs
+            for t in range(self.num_steps):
+                out = step(s, o)
+                self._write(t, o, out)
+                s, o = out[0], out[1]
+            self.buffers.next_obs.copy_(o)
+            for buf, t in zip(self._static_state, self._flatten(s), strict=True):
+                buf.copy_(t)
+            self._static_obs.copy_(o)
+
+        saved = [t.clone() for t in self._static_state], self._static_obs.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(side):
+            run()  # warm-up outside the graph
+        torch.cuda.current_stream().wait_stream(side)
+        for buf, t in zip(self._static_state, saved[0], strict=True):
+            buf.copy_(t)
+        self._static_obs.copy_(saved[1])
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            run()
+        self._graph = graph
+        self.kind = "cuda_graph"

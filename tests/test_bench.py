@@ -1,0 +1,96 @@
+"""The benchmark CLI end to end on a tiny sweep, and autotune."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuvec_envs import bench
+from gpuvec_envs.autotune import autotune
+
+
+def test_bench_cli_tiny_sweep_writes_json_and_png(tmp_path, capsys):
+    out_json, out_png = tmp_path / "b.json", tmp_path / "b.png"
+    rc = bench.main(
+        [
+            "--envs",
+            "CartPole-v1",
+            "--num-envs",
+            "1,2^3",
+            "--backends",
+            "eager",
+            "--frame-skip",
+            "1,2",
+            "--peers",
+            "sync,numpy",
+            "--min-time",
+            "0.02",
+            "--repeats",
+            "3",
+            "--json",
+            str(out_json),
+            "--plot",
+            str(out_png),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    data = json.loads(out_json.read_text())
+    impls = {(r["impl"], r["num_envs"], r["frame_skip"]) for r in data["results"]}
+    assert impls == {
+        ("gpuvec-eager", 1, 1),
+        ("gpuvec-eager", 8, 1),
+        ("gpuvec-eager", 1, 2),
+        ("gpuvec-eager", 8, 2),
+        ("gym-sync", 1, 1),
+        ("gym-sync", 8, 1),
+        ("gym-numpy", 1, 1),
+        ("gym-numpy", 8, 1),
+    }
+    for r in data["results"]:
+        assert r["steps_per_s"] > 0 and len(r["repeats"]) == 3 and r["setup_s"] >= 0
+        assert r["steps_per_s"] == sorted(r["repeats"])[1]  # the median
+    ratio = next(x for x in data["ratios"] if x["num_envs"] == 8 and x["frame_skip"] == 1)
+    same = next(r for r in data["results"] if r["impl"] == "gym-numpy" and r["num_envs"] == 8)
+    gv = next(
+        r
+        for r in data["results"]
+        if r["impl"] == "gpuvec-eager" and r["num_envs"] == 8 and r["frame_skip"] == 1
+    )
+    assert ratio["vs gym-numpy same N"] == pytest.approx(gv["steps_per_s"] / same["steps_per_s"])
+    assert data["machine"]["torch_threads"] >= 1 and "command" in data["machine"]
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert "| gpuvec/CartPole-v1 | gym-numpy | 1 | 8 |" in printed
+    assert "vs gym-numpy same N" in printed
+
+
+def test_peer_caps_in_plan():
+    args = bench.build_parser().parse_args(
+        ["--num-envs", "1,64,4096", "--peer-max-envs", "64", "--async-max-envs", "2"]
+    )
+    jobs = bench.plan(args)
+    sizes = {
+        p: sorted(kw["num_envs"] for k, kw in jobs if kw.get("peer") == p) for p in bench.PEERS
+    }
+    assert sizes == {"sync": [1, 64], "async": [1, 2], "numpy": [1, 64, 4096], "envpool": [1, 64]}
+
+
+def test_autotune_picks_the_fastest_within_budget():
+    per_env = __import__("gpuvec_envs.autotune").autotune.bytes_per_env("CartPole-v1")
+    best = autotune(
+        "CartPole-v1",
+        num_envs=(1, 256, 10**6),
+        backends=("eager",),
+        memory_budget=300 * per_env,
+        min_time=0.02,
+        repeats=1,
+    )
+    measured = [r for r in best["results"] if "steps_per_s" in r]
+    assert [r["num_envs"] for r in measured] == [1, 256]
+    assert "skipped" in best["results"][-1]
+    assert best["num_envs"] == max(measured, key=lambda r: r["steps_per_s"])["num_envs"]
+    assert best["env_id"] == "gpuvec/CartPole-v1" and best["backend"] == "eager"
+    with pytest.raises(ValueError, match="fits"):
+        autotune("CartPole-v1", num_envs=(10**6,), backends=("eager",), memory_budget=1)

@@ -1,0 +1,139 @@
+"""Fused (compiled) step vs eager step, frame skip semantics, RNG layout, fusion helpers."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import gymnasium as gym
+import pytest
+import torch
+
+import gpuvec_envs  # noqa: F401 - registers the IDs
+from gpuvec_envs.core import fusion
+from gpuvec_envs.core.rng import STEP, Rng, hash32, hash32_int, keys_from_seeds, stream_constant
+
+N = 64
+
+
+def make(**kw):
+    kw.setdefault("dtype", torch.float64)
+    return gym.make_vec("gpuvec/CartPole-v1", num_envs=N, validate=False, **kw).unwrapped
+
+
+def test_hash32_int_matches_tensor_hash():
+    x = torch.randint(0, 2**32, (5000,), generator=torch.Generator().manual_seed(0))
+    x[:2] = torch.tensor([0, 2**32 - 1])
+    assert [hash32_int(int(v)) for v in x] == hash32(x).tolist()
+    assert stream_constant(5) == hash32_int(11)
+    assert stream_constant(5000) == hash32_int(10001)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (4,), (2, 3), (16,), (17,), (5, 5)])
+def test_column_draws_equal_broadcast_hash(shape):
+    """Draws of <= 16 streams are built column by column; the bits must not change."""
+    k0, k1 = keys_from_seeds(torch.arange(37))
+    rng = Rng(k0, k1, torch.arange(37) * 3, STEP)
+    rng.bits(3)  # start at a stream offset
+    got = rng.bits(*shape)
+    count = 1
+    for s in shape:
+        count *= s
+    streams = torch.arange(3, 3 + count)
+    want = hash32(rng._base[:, None] ^ hash32(streams * 2 + 1)[None, :]).reshape(37, *shape)
+    assert got.shape == (37, *shape)
+    assert torch.equal(got, want)
+    unit = rng.uniform(*shape, low=-2.0, high=3.0, dtype=torch.float64)
+    streams = torch.arange(3 + count, 3 + 2 * count)
+    bits = hash32(rng._base[:, None] ^ hash32(streams * 2 + 1)[None, :]).reshape(37, *shape)
+    assert torch.equal(unit, -2.0 + 5.0 * ((bits >> 8).to(torch.float64) * 2.0**-24))
+
+
+class Inner(NamedTuple):
+    a: torch.Tensor
+    b: torch.Tensor | None
+
+
+class Outer(NamedTuple):
+    inner: Inner
+    c: torch.Tensor
+
+
+def test_generated_flatten_and_unflatten_round_trip():
+    t = [torch.full((2,), float(i)) for i in range(4)]
+    tree = Outer(Inner(t[0], None), t[1])
+    flat = fusion.make_flattener((tree, t[2], (t[3],)))(tree, t[2], (t[3],))
+    assert all(x is y for x, y in zip(flat, (t[0], t[1], t[2], t[3]), strict=True))
+    rebuilt = fusion.make_unflattener(tree)((t[3], t[2]))
+    assert type(rebuilt) is Outer and type(rebuilt.inner) is Inner
+    assert rebuilt.inner.a is t[3] and rebuilt.inner.b is None and rebuilt.c is t[2]
+
+
+def test_fused_step_equals_eager_float64_with_frame_skip_and_resets():
+    """One compiled graph: frame_skip=2, time limit inside the skip, autoresets (RNG)."""
+    fused = make(frame_skip=2, max_episode_steps=15)
+    eager = make(frame_skip=2, max_episode_steps=15, backend="eager")
+    o1, _ = fused.reset(seed=11)
+    o2, _ = eager.reset(seed=11)
+    gen = torch.Generator().manual_seed(1)
+    n_term = n_trunc = 0
+    for t in range(80):
+        a = torch.randint(0, 2, (N,), generator=gen)
+        o1, r1, te1, tr1, _ = fused.step(a)
+        o2, r2, te2, tr2, _ = eager.step(a)
+        assert fused._step.kind == "fused"
+        assert torch.equal(te1, te2) and torch.equal(tr1, tr2), t
+        assert torch.equal(r1, r2), t
+        assert te1.dtype == torch.bool and r1.dtype == torch.float64
+        torch.testing.assert_close(o1, o2, rtol=0, atol=1e-12)
+        n_term += int(te1.sum())
+        n_trunc += int(tr1.sum())
+    for a, b in zip(fused.state[1:], eager.state[1:], strict=True):
+        assert torch.equal(a, b)
+    assert n_term > 20 and n_trunc > 20  # both kinds of episode end were exercised
+
+
+@pytest.mark.parametrize("skip", [1, 4])
+def test_frame_skip_equals_repeated_action_stopping_at_episode_end(skip):
+    """frame_skip=k == k single frames with one action, rewards summed, stopping at the first
+    termination or truncation (both can happen inside the skip), reset on the next step."""
+    limit = 10
+    env = make(frame_skip=skip, max_episode_steps=limit, backend="eager")
+    ref = make(autoreset_mode="disabled", backend="eager")  # one frame per step, no limit
+    env.reset(seed=5)
+    ref.reset(seed=5)
+    gen = torch.Generator().manual_seed(2)
+    ends_inside = 0
+    for _ in range(60):
+        a = torch.randint(0, 2, (N,), generator=gen)
+        before = env.state
+        pending = before.needs_reset.bool()
+        obs, rew, term, trunc, _ = env.step(a)
+        # reference: repeat the action frame by frame from the same physical state
+        ref.set_env_state(before.env)
+        alive = torch.ones(N, dtype=torch.bool)
+        total = torch.zeros(N, dtype=torch.float64)
+        w_term = torch.zeros(N, dtype=torch.bool)
+        elapsed = before.elapsed.clone()
+        final = ref.env_def.observation(ref.params, ref.state.env)
+        for f in range(skip):
+            o, r, te, _, _ = ref.step(a)
+            total = total + torch.where(alive, r, torch.zeros_like(r))
+            w_term = w_term | (alive & te)
+            elapsed = elapsed + alive.long()
+            final = torch.where(alive[:, None], o, final)
+            ended = alive & (te | (elapsed >= limit))
+            if f < skip - 1:
+                ends_inside += int(ended.sum())
+            alive = alive & ~ended
+        w_trunc = elapsed >= limit
+        live = ~pending  # envs that were not reset by this step
+        assert torch.equal(term[live], w_term[live])
+        assert torch.equal(trunc[live], w_trunc[live])
+        assert torch.equal(rew[live], total[live])
+        assert torch.equal(obs[live], final[live])
+        assert torch.equal(env.state.elapsed[live], elapsed[live])
+        # reset step: reward 0, no flags
+        assert not term[pending].any() and not trunc[pending].any()
+        assert (rew[pending] == 0).all()
+    if skip > 1:
+        assert ends_inside > 10

@@ -1,0 +1,273 @@
+"""MinAtar Seaquest against minatar 1.0.15: exact parity of observation, reward, termination
+and hidden state (including the order of every object list), eager vs compiled, and the
+registered IDs.
+
+The references replay our random draws (:mod:`minatar_common`); each step our module draws
+6 words (sticky action, enemy spawn x3, diver spawn x2), the reference consumes those it
+needs in order. Random play dies young, so most steps run from injected mid-game states
+under a scripted policy that chases divers and surfaces, reaching pickups, surfacing with 6,
+oxygen death, the whole difficulty ramp and crowded enemy lists.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+from minatar_common import ParityDriver
+
+import gpuvec_envs  # noqa: F401  (registers the IDs)
+from gpuvec_envs.core.vector import GpuVecEnv
+from gpuvec_envs.envs.minatar_seaquest import (
+    BULLET_SLOTS,
+    DIVER_SLOTS,
+    ENEMY_SLOTS,
+    Seaquest,
+    SeaquestState,
+)
+
+WORDS = 6  # draws per step: sticky + enemy spawn (3) + diver spawn (2)
+SCALARS = (
+    "oxygen", "diver_count", "sub_x", "sub_y", "sub_or", "e_spawn_speed", "e_spawn_timer",
+    "d_spawn_timer", "move_speed", "ramp_index", "shot_timer", "surface", "terminal",
+)  # fmt: skip
+
+
+def to_state(envs: list) -> SeaquestState:
+    """Our batched state from minatar ``Env`` objects (lists copied in order)."""
+    n = len(envs)
+    col = {k: torch.tensor([int(getattr(e, k)) for e in envs], dtype=torch.int64) for k in SCALARS}
+
+    def slots(rows: list[list[list[int]]], cap: int, width: int) -> tuple[torch.Tensor, ...]:
+        out = np.zeros((width, n, cap), dtype=np.int64)
+        for i, objs in enumerate(rows):
+            assert len(objs) <= cap
+            for k, obj in enumerate(objs):
+                out[:, i, k] = [int(v) for v in obj]
+        return tuple(torch.from_numpy(a) for a in out)
+
+    fb = slots([e.f_bullets for e in envs], BULLET_SLOTS, 3)
+    # Fields in SeaquestState order: x, y, dir, sub, timer, shot (subs first, then fish).
+    enemies = [
+        [[x, y, d, 1, t, sh] for x, y, d, t, sh in e.e_subs]
+        + [[x, y, d, 0, t, 10] for x, y, d, t in e.e_fish]
+        for e in envs
+    ]
+    en = slots(enemies, ENEMY_SLOTS, 6)
+    dv = slots([e.divers for e in envs], DIVER_SLOTS, 4)
+    eb = torch.zeros(n, 2, 10, 10, dtype=torch.uint8)
+    for i, e in enumerate(envs):
+        for x, y, d in e.e_bullets:
+            eb[i, int(d), y, x] = 1
+    count = lambda rows: torch.tensor([len(r) for r in rows], dtype=torch.int64)  # noqa: E731
+    return SeaquestState(
+        col["oxygen"], col["diver_count"], col["sub_x"], col["sub_y"], col["sub_or"],
+        col["e_spawn_speed"], col["e_spawn_timer"], col["d_spawn_timer"], col["move_speed"],
+        col["ramp_index"], col["shot_timer"], col["surface"].bool(), col["terminal"].bool(),
+        *fb, count([e.f_bullets for e in envs]),
+        en[0], en[1], en[2], en[3], en[4], en[5], count(enemies),
+        *dv, count([e.divers for e in envs]), eb,
+    )  # fmt: skip
+
+
+class StateCheck:
+    """``check_state`` for :class:`ParityDriver`: every field and list order, plus coverage."""
+
+    def __init__(self) -> None:
+        self.max_enemies = 0
+        self.max_ramp = 0
+        self.pickups = 0
+        self.oxygen_deaths = 0
+        self._prev: dict[int, tuple[int, bool]] = {}
+
+    def __call__(self, refs: list, game: SeaquestState) -> None:
+        g = {k: v.numpy() for k, v in game._asdict().items()}
+        for i, ref in enumerate(refs):
+            e = ref.game.env
+            for k in SCALARS:
+                assert int(g[k][i]) == int(getattr(e, k)), (i, k)
+            nf = int(g["fb_n"][i])
+            ours = [[int(g[f][i, k]) for f in ("fb_x", "fb_y", "fb_dir")] for k in range(nf)]
+            assert ours == [[int(v) for v in b] for b in e.f_bullets], (i, "f_bullets")
+            ne = int(g["en_n"][i])
+            fields = ("en_x", "en_y", "en_dir", "en_timer", "en_shot", "en_sub")
+            rows = [[int(g[f][i, k]) for f in fields] for k in range(ne)]
+            subs = [[int(v) for v in s] for s in e.e_subs]
+            fish = [[int(v) for v in f] for f in e.e_fish]
+            assert [r[:5] for r in rows if r[5] == 1] == subs, (i, "subs")
+            assert [r[:4] for r in rows if r[5] == 0] == fish, (i, "fish")
+            nd = int(g["dv_n"][i])
+            fields = ("dv_x", "dv_y", "dv_dir", "dv_timer")
+            ours = [[int(g[f][i, k]) for f in fields] for k in range(nd)]
+            assert ours == [[int(v) for v in d] for d in e.divers], (i, "divers")
+            cells = {(int(d), y, x) for x, y, d in e.e_bullets}
+            ours_eb = {tuple(c) for c in np.argwhere(g["e_bullets"][i]).tolist()}
+            assert ours_eb == cells, (i, "e_bullets")
+            self.max_enemies = max(self.max_enemies, ne)
+            self.max_ramp = max(self.max_ramp, e.ramp_index)
+            prev = self._prev.get(i)
+            if prev is not None and not prev[1]:
+                self.pickups += e.diver_count == prev[0] + 1
+                self.oxygen_deaths += e.terminal and e.oxygen <= 0
+            self._prev[i] = (e.diver_count, e.terminal)
+
+
+def count_surfacings(refs: list) -> list[int]:
+    """Wrap each reference's ``_surface``: returns a [surfacings, with 6 divers] counter."""
+    counter = [0, 0]
+    for ref in refs:
+        env = ref.game.env
+        inner = env._surface
+
+        def wrapped(env=env, inner=inner) -> int:
+            counter[0] += 1
+            counter[1] += env.diver_count == 6
+            return inner()
+
+        env._surface = wrapped
+    return counter
+
+
+def policy(envs: list, rng: np.random.Generator) -> np.ndarray:
+    """Scripted full actions: chase the first diver, surface with divers, shoot, explore."""
+    out = np.empty(len(envs), dtype=np.int64)
+    for i, e in enumerate(envs):
+        u = rng.random()
+        if u < 0.2:
+            out[i] = rng.integers(6)
+        elif u < 0.3:
+            out[i] = 5
+        elif e.diver_count != 0 and (e.diver_count >= 6 or e.oxygen < 70 or e.diver_count < 0):
+            out[i] = 2
+        elif e.divers:
+            x, y = e.divers[0][:2]
+            out[i] = 4 if y > e.sub_y else 2 if y < e.sub_y else 3 if x > e.sub_x else 1
+        else:
+            out[i] = 4 if e.sub_y < 4 else rng.choice([1, 3, 5])
+    return out
+
+
+def mid_game(envs: list, rng: np.random.Generator) -> None:
+    """Reset each minatar ``Env`` and put it into a random mid-game situation."""
+    for e in envs:
+        e.reset()
+        ramp = int(rng.integers(0, 20))
+        e.ramp_index = ramp
+        e.e_spawn_speed = max(1, 20 - ramp)
+        e.move_speed = 5 - min(3, ramp // 2)
+        e.e_spawn_timer = int(rng.integers(0, e.e_spawn_speed + 1))
+        e.d_spawn_timer = int(rng.integers(0, 30))
+        e.diver_count = int(rng.choice([-3, -1, 0, 1, 2, 5, 6]))
+        e.oxygen = int(rng.choice([3, 15, 40, 120, 200]))
+        e.sub_y = int(rng.integers(0, 9))
+        e.sub_x = int(rng.integers(1, 9))
+        e.sub_or = bool(rng.integers(2))
+        e.surface = e.sub_y == 0
+        e.shot_timer = int(rng.integers(0, 6))
+        if rng.random() < 0.7:
+            # The diver spawned 30 steps before the next one (divers share one timer phase,
+            # which the capacity and list-order arguments rely on).
+            born = e.d_spawn_timer - 30  # < 0: steps ago
+            moves = max(0, (-1 - (born + 5)) // 6 + 1)
+            right = bool(rng.integers(2))
+            x = moves if right else 9 - moves
+            e.divers = [[x, int(rng.integers(1, 9)), right, 5 - (-born) % 6]]
+
+
+def run_policy(driver: ParityDriver, steps: int, rng: np.random.Generator) -> None:
+    """Scripted play (full action indices; Seaquest's minimal set is all 6 in order)."""
+    for _ in range(steps):
+        driver.step(policy([r.game.env for r in driver.refs], rng))
+
+
+@pytest.mark.parametrize(
+    ("minimal", "sticky", "ramping"), [(False, 0.1, True), (True, 0.0, True), (False, 0.1, False)]
+)
+def test_parity_from_reset_random_play(minimal: bool, sticky: float, ramping: bool) -> None:
+    check = StateCheck()
+    d = ParityDriver(
+        Seaquest(), "seaquest", 32, words=WORDS, reset_words=0, minimal=minimal,
+        sticky=sticky, ramping=ramping, check_state=check,
+    )  # fmt: skip
+    d.reset(seed=11)
+    d.run(150, np.random.default_rng(1))
+    assert d.terminations > 20 and d.rewards > 0
+
+
+def test_parity_mid_game_policy() -> None:
+    """Injected mid-game states + scripted play: pickups, surfacing, oxygen, the full ramp."""
+    rng = np.random.default_rng(5)
+    check = StateCheck()
+    d = ParityDriver(Seaquest(), "seaquest", 32, words=WORDS, reset_words=0, check_state=check)
+    surfaced = count_surfacings(d.refs)
+    d.reset(seed=7)
+    for _ in range(2):
+        mid_game([r.game.env for r in d.refs], rng)
+        d.inject(to_state)
+        run_policy(d, 150, rng)
+    assert check.pickups > 10 and surfaced[0] > 10 and surfaced[1] >= 1
+    assert check.oxygen_deaths >= 1 and check.max_ramp == 19
+    assert check.max_enemies >= 12
+    assert d.terminations > 20
+
+
+def test_parity_crowded_surface_and_disabled_autoreset() -> None:
+    """Fully ramped games (a spawn every step) crowd the lists; finished games stay frozen."""
+    rng = np.random.default_rng(9)
+    check = StateCheck()
+    d = ParityDriver(
+        Seaquest(), "seaquest", 32, words=WORDS, reset_words=0, autoreset_mode="Disabled",
+        check_state=check,
+    )  # fmt: skip
+    d.reset(seed=3)
+    for e in (r.game.env for r in d.refs):
+        e.ramp_index, e.e_spawn_speed, e.move_speed, e.e_spawn_timer = 19, 1, 2, 0
+        e.diver_count = -5  # surfacing never ends the game (the reference's count goes negative)
+    d.inject(to_state)
+    for t in range(160):
+        # Mostly wait at the surface (enemies never reach row 0), dive now and then.
+        acts = np.where(rng.random(32) < 0.85, 2, rng.integers(0, 6, 32))
+        d.step(acts if t % 40 < 30 else rng.integers(0, 6, 32))
+    assert check.max_enemies >= 20
+    assert d.terminations > 0  # frozen games repeat terminal=True with reward 0
+
+
+def test_eager_and_compiled_agree() -> None:
+    kw = dict(num_envs=8, validate=False)
+    eager = GpuVecEnv(Seaquest(), backend="eager", **kw)
+    comp = GpuVecEnv(Seaquest(), backend="compile", **kw)
+    oe, _ = eager.reset(seed=4)
+    oc, _ = comp.reset(seed=4)
+    assert torch.equal(oe, oc)
+    gen = torch.Generator().manual_seed(0)
+    done = 0
+    for _ in range(300):
+        a = torch.randint(0, 6, (8,), generator=gen)
+        a = torch.where(torch.rand(8, generator=gen) < 0.4, 2, a)  # surface more often
+        re, rc = eager.step(a), comp.step(a)
+        for x, y in zip(re[:4], rc[:4], strict=True):
+            assert torch.equal(x, y)
+        done += int(re[2].sum())
+    assert comp.backend == "compile" and done > 5
+    for x, y in zip(eager.state.env.game, comp.state.env.game, strict=True):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("version", ["v0", "v1"])
+def test_registered_ids(version: str) -> None:
+    env_id = f"gpuvec/MinAtar-Seaquest-{version}"
+    vec = gym.make_vec(env_id, num_envs=3, backend="eager")
+    assert vec.single_observation_space.shape == (10, 10, 10)
+    assert vec.single_observation_space.dtype == np.bool_
+    assert vec.single_action_space.n == 6
+    obs, _ = vec.reset(seed=0)
+    assert obs.dtype == torch.bool and obs.shape == (3, 10, 10, 10)
+    single = gym.make(env_id)
+    assert single.unwrapped.vector_env.params.minimal_action_set == (version == "v1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(single.unwrapped, skip_render_check=True)
