@@ -354,7 +354,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"done: env_backend={args.env_backend} global_step={global_step} "
         f"wall={result['wall_s']:.1f}s cpu={result['cpu_s']:.1f}s "
         f"mean_return(last {len(recent)})={result['mean_return']:.1f} "
-        f"(CPU s: rollout {result['rollout_cpu_s']:.1f}, update {result['update_cpu_s']:.1f})"
+        f"(CPU s: rollout {result['rollout_cpu_s']:.1f}, update {result['update_cpu_s']:.1f}, "
+        f"first env step {result.get('first_step_cpu_s', 0.0):.1f})"
     )
     envs.close()
     if writer is not None:

@@ -246,15 +246,26 @@ def single_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
-def compare_backends(env_def: Any, n: int, steps: int, seed: int = 0) -> GpuVecEnv:
+def compare_backends(
+    env_def: Any,
+    n: int,
+    steps: int,
+    seed: int = 0,
+    prepare: Callable[[Any], Any] | None = None,
+) -> GpuVecEnv:
     """Step an eager and a compiled env (``n`` envs) alike; assert bitwise equal outputs.
 
-    Returns the compiled env (one graph, NEXT_STEP autoreset) for further checks.
+    ``prepare(game_state) -> game_state`` may edit the state after the reset (e.g. so that
+    episodes end within ``steps``). Returns the compiled env (one graph, NEXT_STEP
+    autoreset) for further checks.
     """
     eager = GpuVecEnv(env_def, n, backend="eager")
     compiled = GpuVecEnv(env_def, n, backend="compile")
     for a, b in zip(eager.reset(seed=seed)[:1], compiled.reset(seed=seed)[:1], strict=True):
         assert torch.equal(a, b)
+    if prepare is not None:
+        for env in (eager, compiled):
+            env.set_env_state(env.state.env._replace(game=prepare(env.state.env.game)))
     gen = torch.Generator().manual_seed(seed)
     n_actions = int(eager.single_action_space.n)
     dones = 0

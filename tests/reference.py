@@ -34,6 +34,7 @@ class Reference:
         resync: Whole-episode tests copy our state into the reference before every step
             (for chaotic dynamics, where last-bit differences of sin/cos grow).
         float32_tol: Absolute and relative tolerance of one float32 step vs the reference.
+        terminates: False for envs that only ever truncate (Pendulum).
     """
 
     env_id: str
@@ -44,6 +45,7 @@ class Reference:
     kwargs: dict = dataclasses.field(default_factory=dict)
     resync: bool = False
     float32_tol: float = 2e-6
+    terminates: bool = True
 
     @property
     def reference_id(self) -> str:
@@ -190,6 +192,7 @@ REFERENCES: dict[str, Reference] = {
             _box_actions(3.0),
             _never,
             lambda env: env.unwrapped._get_obs(),
+            terminates=False,
         ),
         Reference(
             "gpuvec/MountainCar-v0",

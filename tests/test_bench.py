@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpuvec_envs import bench
-from gpuvec_envs.autotune import autotune
+from gpuvec_envs.autotune import autotune, bytes_per_env
 
 
 def test_bench_cli_tiny_sweep_writes_json_and_png(tmp_path, capsys):
@@ -78,7 +78,7 @@ def test_peer_caps_in_plan():
 
 
 def test_autotune_picks_the_fastest_within_budget():
-    per_env = __import__("gpuvec_envs.autotune").autotune.bytes_per_env("CartPole-v1")
+    per_env = bytes_per_env("CartPole-v1")
     best = autotune(
         "CartPole-v1",
         num_envs=(1, 256, 10**6),

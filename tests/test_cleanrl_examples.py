@@ -21,8 +21,8 @@ def load(name: str):
 @pytest.mark.parametrize("env_backend", ["gpuvec", "gymnasium"])
 def test_ppo_discrete_smoke(env_backend):
     result = load("cleanrl_ppo").main(
-        ["--env-backend", env_backend, "--step-backend", "eager", "--no-cuda", "--quiet",
-         "--total-timesteps", "2048", "--num-steps", "64"]  # fmt: skip
+        f"--env-backend {env_backend} --step-backend eager --no-cuda --quiet "
+        "--total-timesteps 2048 --num-steps 64".split()
     )
     assert result["global_step"] == 2048
     assert result["episodes"] > 20  # random CartPole episodes last ~20 steps
@@ -32,9 +32,9 @@ def test_ppo_discrete_smoke(env_backend):
 @pytest.mark.parametrize("env_backend", ["gpuvec", "gymnasium"])
 def test_ppo_continuous_smoke(env_backend):
     result = load("cleanrl_ppo_continuous_action").main(
-        ["--env-backend", env_backend, "--step-backend", "eager", "--no-cuda", "--quiet",
-         "--total-timesteps", "1600", "--num-envs", "2", "--num-steps", "400",
-         "--num-minibatches", "4", "--update-epochs", "2"]  # fmt: skip
+        f"--env-backend {env_backend} --step-backend eager --no-cuda --quiet "
+        "--total-timesteps 1600 --num-envs 2 --num-steps 400 --num-minibatches 4 "
+        "--update-epochs 2".split()
     )
     assert result["global_step"] == 1600
     assert result["episodes"] == 8  # Pendulum: 200-step episodes, 2 envs x 800 steps

@@ -5,15 +5,46 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from minatar_common import ParityDriver, check_registered, compare_backends, single_thread
+from minatar_common import (
+    ParityDriver,
+    ReplayRandom,
+    check_registered,
+    compare_backends,
+    single_thread,
+)
 
 from gpuvec_envs.envs.minatar_freeway import Freeway, FreewayState
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 __all__ = ["single_thread"]
 
-WORDS = 17  # per step: sticky draw, randint(1, 6, 8), rand(8)
-RESET_WORDS = 16  # randint(1, 6, 8), rand(8)
+WORDS = 3  # per step: sticky draw, randint(1, 6, 8) and rand(8) from one word each
+RESET_WORDS = 2  # randint(1, 6, 8), rand(8)
+
+
+class FreewayReplay(ReplayRandom):
+    """Our Freeway draws one word for all 8 periods and one for all 8 directions; feed
+    the reference the periods (base-5 digits) and uniforms on the same side of 0.5."""
+
+    def randint(self, low, high=None, size=None):
+        if (low, high, size) != (1, 6, 8):
+            return super().randint(low, high, size)
+        code = (self._take(1)[0] * 5**8) >> 32
+        return np.array([(code // 5**i) % 5 + 1 for i in range(8)], dtype=np.int64)
+
+    def rand(self, *size):
+        if size != (8,):
+            return super().rand(*size)
+        word = self._take(1)[0]
+        return np.array([0.25 if (word >> i) & 1 else 0.75 for i in range(8)])
+
+
+class FreewayDriver(ParityDriver):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rnds = [FreewayReplay() for _ in self.refs]
+        for ref, rnd in zip(self.refs, self.rnds, strict=True):
+            ref.game.random = ref.game.env.random = rnd
 #: Mostly "up" (v0: index 2; v1 = n, u, d: index 1), so chickens score and cars get redrawn.
 UP_V0 = [0.1, 0.02, 0.7, 0.02, 0.14, 0.02]
 UP_V1 = [0.15, 0.7, 0.15]
@@ -58,7 +89,7 @@ def randomize(env, rng: np.random.Generator) -> None:
 @pytest.mark.parametrize("minimal", [False, True], ids=["v0", "v1"])
 def test_parity_rollout(minimal: bool) -> None:
     """64 envs x 200 steps from reset, mostly moving up: scoring redraws the car speeds."""
-    d = ParityDriver(
+    d = FreewayDriver(
         Freeway(), "freeway", 64, words=WORDS, reset_words=RESET_WORDS, minimal=minimal,
         check_state=check_state,
     )
@@ -73,7 +104,7 @@ def test_parity_rollout(minimal: bool) -> None:
 def test_parity_injected(sticky: float, mode: str) -> None:
     """Random injected states: collisions, scoring, the 2500-frame termination (and, with
     ``Disabled``, stepping on after it: frozen, reward 0, as the reference)."""
-    d = ParityDriver(
+    d = FreewayDriver(
         Freeway(), "freeway", 64, words=WORDS, reset_words=RESET_WORDS, sticky=sticky,
         autoreset_mode=mode, check_state=check_state,
     )
@@ -88,7 +119,7 @@ def test_parity_injected(sticky: float, mode: str) -> None:
 
 def test_time_limit_terminates() -> None:
     """The game ends on the 2501st frame (the reference's terminate_timer < 0)."""
-    d = ParityDriver(Freeway(), "freeway", 2, words=WORDS, reset_words=RESET_WORDS)
+    d = FreewayDriver(Freeway(), "freeway", 2, words=WORDS, reset_words=RESET_WORDS)
     d.reset(seed=0)
     d.env.set_env_state(d.env.state.env._replace(game=d.env.state.env.game._replace(
         time_left=torch.tensor([1, 0]))))
@@ -102,7 +133,10 @@ def test_time_limit_terminates() -> None:
 
 
 def test_compiled_matches_eager() -> None:
-    env = compare_backends(Freeway(), 16, 300, seed=3)
+    def near_the_end(game: FreewayState) -> FreewayState:  # games end within 300 steps
+        return game._replace(time_left=torch.arange(16) * 15)
+
+    env = compare_backends(Freeway(), 16, 300, seed=3, prepare=near_the_end)
     assert env.state.env.game.time_left.min() < 2500 - 200
 
 

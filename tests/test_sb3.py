@@ -354,6 +354,42 @@ def test_render_cartpole_frames() -> None:
     np.testing.assert_array_equal(env.render(), np.concatenate([first, second]))  # 2x1 tiles
 
 
+def test_vec_video_recorder_records_frames(monkeypatch, tmp_path) -> None:
+    """SB3's VecVideoRecorder on our env; moviepy is replaced by a stub that keeps the clip."""
+    import sys
+    import types
+
+    from stable_baselines3.common.vec_env import VecVideoRecorder
+
+    clips = []
+
+    class Clip:
+        def __init__(self, frames, fps):
+            self.frames, self.fps = list(frames), fps
+
+        def write_videofile(self, path):
+            clips.append((self, path))
+
+    io = types.ModuleType("moviepy.video.io.ImageSequenceClip")
+    io.ImageSequenceClip = Clip
+    for name in ("moviepy", "moviepy.video", "moviepy.video.io"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, io.__name__, io)
+
+    n = 3
+    env = counter_env(n, render_mode="rgb_array")
+    env.metadata["render_fps"] = 7
+    env = VecVideoRecorder(env, str(tmp_path), lambda step: step == 0, video_length=4)
+    env.reset()
+    for _ in range(5):
+        env.step(np.zeros(n, dtype=np.int64))
+    env.close()
+    (clip, path), = clips
+    assert clip.fps == 7 and path.endswith(".mp4")
+    assert [int(f[0, 0, 0]) for f in clip.frames] == [0, 1, 2, 0, 1]  # env 0 ends at 3
+    assert clip.frames[0].shape == (4, 6, 3)  # 3 frames of 2x3 tiled into 2x2
+
+
 # -- errors reported at construction -----------------------------------------------------
 class TupleObs(Counter):
     def observation_space(self, params, dtype):

@@ -22,6 +22,9 @@ from typing import Any
 
 import torch
 
+#: Number of graphs compiled by :func:`compile_flat` in this process (for tests and stats).
+compiled_graphs = 0
+
 
 def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
@@ -107,9 +110,11 @@ def compile_flat(fn: Callable[..., Any], example_args: tuple[Any, ...]) -> Calla
         return tuple(eval(p, {"out": out}) for p in out_paths)  # noqa: S307
 
     with torch.no_grad():
-        graph = make_fx(flat_fn)(*leaves)
+        graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
         compiled = compile_fx(graph, leaves)
     unflatten = make_unflattener(captured.pop("structure"))
+    global compiled_graphs
+    compiled_graphs += 1
 
     def call(*args: Any) -> Any:
         return unflatten(compiled(*flatten(*args)))
@@ -172,7 +177,8 @@ class CudaGraphCall:
         with torch.cuda.graph(self.graph):
             outs = compiled(*self.static_in)
             for o, i in self.state_out.items():
-                self.static_in[i].copy_(outs[o])
+                if outs[o] is not self.static_in[i]:
+                    self.static_in[i].copy_(outs[o])
         self.static_out = list(outs)
         for o, i in self.state_out.items():
             self.static_out[o] = self.static_in[i]  # the state lives in the input buffers

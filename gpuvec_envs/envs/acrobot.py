@@ -151,12 +151,27 @@ def wrap(x: torch.Tensor, m: float, big_m: float) -> torch.Tensor:
     them (only from states far outside the velocity bounds) is wrapped with ``remainder``.
     """
     diff = big_m - m
-    for _ in range(WRAP_ITERS):
-        x = torch.where(x > big_m, x - diff, x)
-    for _ in range(WRAP_ITERS):
-        x = torch.where(x < m, x + diff, x)
+    # Candidates x - diff, x - 2 diff, ... (each one rounded subtraction, as the loop does),
+    # then pick the first in range. The compiler inlines every read of x (the whole RK4
+    # expression), so reads are kept few: a chain of ``where(x > M, x - diff, x)`` reads x
+    # three times per link and took minutes to compile.
+    # Only one loop of the reference runs: after subtractions x >= m already.
+    down = _first_in_range(x, -diff, lambda c: c > big_m)
+    up = _first_in_range(x, diff, lambda c: c < m)
+    x = torch.where(x > big_m, down, up)
     outside = (x > big_m) | (x < m)
     return torch.where(outside, torch.remainder(x - m, diff) + m, x)
+
+
+def _first_in_range(x: torch.Tensor, shift: float, out_of_range) -> torch.Tensor:
+    """``x + k shift`` (k sequential additions) for the smallest k <= WRAP_ITERS in range."""
+    candidates = [x]
+    for _ in range(WRAP_ITERS):
+        candidates.append(candidates[-1] + shift)
+    out = candidates[-1]
+    for c in reversed(candidates[:-1]):
+        out = torch.where(out_of_range(c), out, c)
+    return out
 
 
 def dynamics(params: AcrobotParams, s: AcrobotState, a: torch.Tensor) -> AcrobotState:

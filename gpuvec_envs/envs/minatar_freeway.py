@@ -7,15 +7,18 @@ bottom row when hit. The game ends after 2500 frames (the reference's own time l
 termination). Channels: chicken, car, speed1..speed5 (the trail cell behind each car, in
 the channel of its period). Minimal actions: ``n, u, d``. Difficulty does not ramp.
 
-Randomness: every reset and every step draws, in this order, the reference's
-``randint(1, 6, 8)`` (periods, as :meth:`Rng.randint` + 1) and ``rand(8)`` (directions),
-16 streams after the sticky-action draw; a step uses them only when the chicken scores.
+Randomness: every reset and every step draws two 32-bit words (after the sticky-action
+draw): the first gives the reference's ``randint(1, 6, 8)`` as the 8 base-5 digits of
+``(word * 5**8) >> 32``, plus 1; bit ``i`` of the second is car ``i``'s ``rand() < 0.5``
+(moving left). A step uses them only when the chicken scores. (Two words instead of
+sixteen: cheaper to hash, and each drawn column costs seconds of compile time.)
 
 Deliberate differences:
 
-* The direction is ``-1`` if the uniform draw is below 0.5, else ``+1``; the reference's
-  ``sign(u - 0.5)`` gives a car of speed 0 for ``u == 0.5`` exactly (probability 2**-24
-  per draw), which then crashes its ``state()``.
+* The 8 periods come from one word (uniform up to a relative bias of 2**-13) and the 8
+  directions from the bits of another; the reference draws 16 numbers. Its
+  ``sign(u - 0.5)`` also gives a car of speed 0 for ``u == 0.5`` exactly, which then
+  crashes its ``state()``; here a direction is always -1 or +1.
 * As the reference, a finished game stays frozen (reward 0, terminal) if stepped again; this
   is only reachable with autoreset ``DISABLED``.
 """
@@ -50,10 +53,17 @@ class FreewayState(NamedTuple):
     terminal: torch.Tensor  # (N,) bool: game over
 
 
+#: Place values of the 8 base-5 digits that encode the car periods.
+_DIGITS = tuple(5**i for i in range(8))
+
+
 def car_draws(rng: Rng) -> torch.Tensor:
     """(N, 8) int64 signed car periods: ``randint(1, 6, 8)`` times a random sign."""
-    period = rng.randint(5, 8) + 1
-    left = (rng.bits(8) >> 8) < (1 << 23)  # uniform (24 bits) < 0.5
+    words = rng.bits(2)
+    code = (words[:, :1] * 5**8) >> 32  # uniform in [0, 5**8) up to 2**-13
+    place = torch.tensor(_DIGITS, device=words.device)
+    period = (code // place) % 5 + 1
+    left = ((words[:, 1:] >> torch.arange(8, device=words.device)) & 1) == 1
     return torch.where(left, -period, period)
 
 
@@ -142,7 +152,7 @@ class Freeway(MinAtarEnv):
     def game_step(
         self, params: MinAtarParams, state: FreewayState, action: torch.Tensor, rng: Rng
     ) -> tuple[FreewayState, torch.Tensor, torch.Tensor]:
-        """One step (16 draws, used on scoring)."""
+        """One step (2 draws, used on scoring)."""
         return step(params, state, action, rng)
 
     def game_observation(self, params: MinAtarParams, state: FreewayState) -> torch.Tensor:
