@@ -26,11 +26,12 @@ def test_hash32_int_matches_tensor_hash():
     assert [hash32_int(int(v)) for v in x] == hash32(x).tolist()
     assert stream_constant(5) == hash32_int(11)
     assert stream_constant(5000) == hash32_int(10001)
+    assert hash32_int(0) == 0 and hash32_int(1) == int(hash32(torch.tensor([1]))[0])
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (4,), (2, 3), (16,), (17,), (5, 5)])
-def test_column_draws_equal_broadcast_hash(shape):
-    """Draws of <= 16 streams are built column by column; the bits must not change."""
+def test_draws_follow_the_stream_formula(shape):
+    """Stream k of a draw is hash32(base ^ hash32(2k + 1)); the bits must never change."""
     k0, k1 = keys_from_seeds(torch.arange(37))
     rng = Rng(k0, k1, torch.arange(37) * 3, STEP)
     rng.bits(3)  # start at a stream offset
