@@ -114,6 +114,8 @@ def test_wall_refills_when_cleared() -> None:
     assert d.rewards == 1
 
 
+# Compiling this game's step takes 2-5 min on a 2-core CPU: run with `pytest -m slow`.
+@pytest.mark.slow
 def test_compiled_matches_eager() -> None:
     compare_backends(Breakout(), 16, 300)
 

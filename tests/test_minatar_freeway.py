@@ -132,6 +132,8 @@ def test_time_limit_terminates() -> None:
     assert d.terminations == 2
 
 
+# Compiling this game's step takes 2-5 min on a 2-core CPU: run with `pytest -m slow`.
+@pytest.mark.slow
 def test_compiled_matches_eager() -> None:
     def near_the_end(game: FreewayState) -> FreewayState:  # games end within 300 steps
         return game._replace(time_left=torch.arange(16) * 15)

@@ -236,6 +236,8 @@ def test_parity_crowded_surface_and_disabled_autoreset() -> None:
     assert d.terminations > 0  # frozen games repeat terminal=True with reward 0
 
 
+# Compiling this game's step takes 2-5 min on a 2-core CPU: run with `pytest -m slow`.
+@pytest.mark.slow
 def test_eager_and_compiled_agree() -> None:
     kw = dict(num_envs=8, validate=False)
     eager = GpuVecEnv(Seaquest(), backend="eager", **kw)
