@@ -33,6 +33,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.vector.utils import batch_space
 
 import gpuvec_envs
 from gpuvec_envs.registry import REGISTRY, entry
@@ -199,12 +200,10 @@ def bench_peer(
         env.reset(seed=0) if peer != "envpool" else env.reset()
         if peer == "envpool":  # envpool's action_space is one env's; it wants int32/(N, k)
             space = env.action_space
-            space.seed(0)
             dtype = np.int32 if isinstance(space, gym.spaces.Discrete) else np.float32
-            actions = [
-                np.stack([space.sample() for _ in range(num_envs)]).astype(dtype)
-                for _ in range(_POOL)
-            ]
+            batched = batch_space(space, num_envs)
+            batched.seed(0)
+            actions = [np.asarray(batched.sample()).astype(dtype) for _ in range(_POOL)]
         else:
             actions = _numpy_actions(env.action_space, 0)
         env.step(actions[0])
