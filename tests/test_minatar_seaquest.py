@@ -11,14 +11,11 @@ oxygen death, the whole difficulty ramp and crowded enemy lists.
 
 from __future__ import annotations
 
-import warnings
-
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from gymnasium.utils.env_checker import check_env
-from minatar_common import ParityDriver
+from minatar_common import ParityDriver, check_registered
 
 import gpuvec_envs  # noqa: F401  (registers the IDs)
 from gpuvec_envs.core.vector import GpuVecEnv
@@ -261,15 +258,6 @@ def test_eager_and_compiled_agree() -> None:
 
 @pytest.mark.parametrize("version", ["v0", "v1"])
 def test_registered_ids(version: str) -> None:
-    env_id = f"gpuvec/MinAtar-Seaquest-{version}"
-    vec = gym.make_vec(env_id, num_envs=3, backend="eager")
-    assert vec.single_observation_space.shape == (10, 10, 10)
-    assert vec.single_observation_space.dtype == np.bool_
-    assert vec.single_action_space.n == 6
-    obs, _ = vec.reset(seed=0)
-    assert obs.dtype == torch.bool and obs.shape == (3, 10, 10, 10)
-    single = gym.make(env_id)
+    check_registered(f"gpuvec/MinAtar-Seaquest-{version}", "seaquest", 6, 10)
+    single = gym.make(f"gpuvec/MinAtar-Seaquest-{version}")
     assert single.unwrapped.vector_env.params.minimal_action_set == (version == "v1")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check_env(single.unwrapped, skip_render_check=True)

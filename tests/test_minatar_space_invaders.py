@@ -9,14 +9,10 @@ aliens stepping down past the bottom row and deaths by enemy bullets.
 
 from __future__ import annotations
 
-import warnings
-
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from gymnasium.utils.env_checker import check_env
-from minatar_common import ParityDriver
+from minatar_common import ParityDriver, check_registered
 
 import gpuvec_envs  # noqa: F401  (registers the IDs)
 from gpuvec_envs.core.vector import GpuVecEnv
@@ -169,14 +165,5 @@ def test_eager_and_compiled_agree() -> None:
 
 @pytest.mark.parametrize("version", ["v0", "v1"])
 def test_registered_ids(version: str) -> None:
-    env_id = f"gpuvec/MinAtar-SpaceInvaders-{version}"
-    vec = gym.make_vec(env_id, num_envs=3, backend="eager")
-    assert vec.single_observation_space.shape == (10, 10, 6)
-    assert vec.single_observation_space.dtype == np.bool_
-    assert vec.single_action_space.n == (6 if version == "v0" else 4)
-    obs, _ = vec.reset(seed=0)
-    assert obs.dtype == torch.bool and obs.shape == (3, 10, 10, 6)
-    single = gym.make(env_id)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check_env(single.unwrapped, skip_render_check=True)
+    n_actions = 6 if version == "v0" else 4
+    check_registered(f"gpuvec/MinAtar-SpaceInvaders-{version}", "space_invaders", n_actions, 6)
