@@ -40,7 +40,10 @@ class ShellState(NamedTuple):
     counter: torch.Tensor  # (N,) int64, RNG draw counter
     key0: torch.Tensor  # (N,) int64, RNG key word (from the seed)
     key1: torch.Tensor  # (N,) int64, RNG key word (from the seed)
-    needs_reset: torch.Tensor  # (N,) uint8, NEXT_STEP: reset on the next step
+    # (N,) int32 0/1, NEXT_STEP: reset on the next step. int32, not uint8 or bool: inductor's
+    # CPU code turns a uint8 flag into a float/int64 select mask slowly (a CartPole step at
+    # N=65536 took 1.5x as long).
+    needs_reset: torch.Tensor
 
 
 class StepOut(NamedTuple):
@@ -156,7 +159,7 @@ def pure_step(
             terminated = terminated & ~pending
             truncated = truncated & ~pending
             elapsed = torch.where(pending, zero, elapsed)
-            needs_reset = as_flag(terminated | truncated)
+            needs_reset = (terminated | truncated).to(torch.int32)
             obs = env_def.observation(params, env)
         else:  # SAME_STEP
             done = terminated | truncated
@@ -454,7 +457,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         rng = Rng(key0, key1, counter, RESET)
         fresh = contiguous(self.env_def.reset(self.params, rng, self.dtype, options or None))
         zeros = torch.zeros(n, dtype=torch.int64, device=dev)
-        state = ShellState(fresh, zeros, counter + 1, key0, key1, zeros.to(torch.uint8))
+        state = ShellState(fresh, zeros, counter + 1, key0, key1, zeros.to(torch.int32))
         if old is not None and mask is not None:
             state = select(mask, state, old)
         self._state = state

@@ -17,3 +17,12 @@ def numpy_dtype(dtype: torch.dtype) -> type[np.floating]:
 def reset_bounds(options: dict[str, Any] | None, low: float, high: float) -> tuple[float, float]:
     """``options["low"]``/``options["high"]`` or the defaults, checked as gymnasium does."""
     return maybe_parse_reset_bounds(options, low, high)
+
+
+def columns(*cols: torch.Tensor) -> torch.Tensor:
+    """(N, k) view of k (N,) tensors, stored column by column (strides (1, N)).
+
+    Compiled steps write k contiguous rows with vector stores; an (N, k) row-major
+    observation would be written element by element (CartPole at N=65536: ~15 % of a step).
+    """
+    return torch.stack(cols, dim=0).T

@@ -30,7 +30,7 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._util import numpy_dtype, reset_bounds
+from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
 
 #: Conditional subtractions (and additions) of ``2 pi`` in :func:`wrap`. One RK4 step from
 #: any state within the velocity bounds moves an angle to at most ~29.8 rad (5 shifts).
@@ -121,9 +121,9 @@ def dsdt(
     if p.book_or_nips == "nips":
         ddtheta2 = (a + d2 / d1 * phi1 - phi2) / (m2 * lc2**2 + i2 - d2**2 / d1)
     else:
-        ddtheta2 = (
-            a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin_theta2 - phi2
-        ) / (m2 * lc2**2 + i2 - d2**2 / d1)
+        ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin_theta2 - phi2) / (
+            m2 * lc2**2 + i2 - d2**2 / d1
+        )
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
     return dtheta1, dtheta2, ddtheta1, ddtheta2
 
@@ -199,16 +199,13 @@ def reward(params: AcrobotParams, terminated: torch.Tensor, dtype: torch.dtype) 
 
 def observation(params: AcrobotParams, s: AcrobotState) -> torch.Tensor:
     """(N, 6) observation ``[cos th1, sin th1, cos th2, sin th2, dth1, dth2]``."""
-    return torch.stack(
-        (
-            torch.cos(s.theta1),
-            torch.sin(s.theta1),
-            torch.cos(s.theta2),
-            torch.sin(s.theta2),
-            s.dtheta1,
-            s.dtheta2,
-        ),
-        dim=1,
+    return columns(
+        torch.cos(s.theta1),
+        torch.sin(s.theta1),
+        torch.cos(s.theta2),
+        torch.sin(s.theta2),
+        s.dtheta1,
+        s.dtheta2,
     )
 
 

@@ -19,7 +19,7 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._util import numpy_dtype, reset_bounds
+from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +144,7 @@ def render_frames(
 
 def observation(params: CartPoleParams, s: CartPoleState) -> torch.Tensor:
     """(N, 4) observation ``[x, x_dot, theta, theta_dot]``."""
-    return torch.stack((s.x, s.x_dot, s.theta, s.theta_dot), dim=1)
+    return columns(s.x, s.x_dot, s.theta, s.theta_dot)
 
 
 class CartPole(EnvDef[CartPoleState, CartPoleParams]):

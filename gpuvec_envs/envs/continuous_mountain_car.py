@@ -32,7 +32,7 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._util import numpy_dtype, reset_bounds
+from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
 from gpuvec_envs.envs.mountain_car import clip_state, observation_space, reset_sample
 
 
@@ -97,7 +97,7 @@ def observation(
     params: ContinuousMountainCarParams, s: ContinuousMountainCarState
 ) -> torch.Tensor:
     """(N, 2) observation ``[position, velocity]``."""
-    return torch.stack((s.position, s.velocity), dim=1)
+    return columns(s.position, s.velocity)
 
 
 class ContinuousMountainCar(EnvDef[ContinuousMountainCarState, ContinuousMountainCarParams]):

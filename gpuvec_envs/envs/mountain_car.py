@@ -23,7 +23,7 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._util import numpy_dtype, reset_bounds
+from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +105,7 @@ def reward(params: MountainCarParams, terminated: torch.Tensor, dtype: torch.dty
 
 def observation(params: MountainCarParams, s: MountainCarState) -> torch.Tensor:
     """(N, 2) observation ``[position, velocity]``."""
-    return torch.stack((s.position, s.velocity), dim=1)
+    return columns(s.position, s.velocity)
 
 
 def observation_space(params: Any, dtype: torch.dtype) -> gym.spaces.Box:

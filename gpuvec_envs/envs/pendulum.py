@@ -27,7 +27,7 @@ from gymnasium.envs.classic_control.utils import verify_number_and_cast
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._util import numpy_dtype
+from gpuvec_envs.envs._util import columns, numpy_dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +101,7 @@ def reward(params: PendulumParams, s: PendulumState, u: torch.Tensor) -> torch.T
 
 def observation(params: PendulumParams, s: PendulumState) -> torch.Tensor:
     """(N, 3) observation ``[cos th, sin th, thdot]``."""
-    return torch.stack((torch.cos(s.th), torch.sin(s.th), s.thdot), dim=1)
+    return columns(torch.cos(s.th), torch.sin(s.th), s.thdot)
 
 
 class Pendulum(EnvDef[PendulumState, PendulumParams]):
