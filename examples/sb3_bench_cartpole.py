@@ -9,7 +9,8 @@ Compares, in one run and with the same PPO hyperparameters, the gpuvec SB3 adapt
   turn, median over ``--rollouts`` rounds after ``--warmup`` rounds (``torch.compile`` of
   the env step, process start-up). ``fps_per_cpu_s`` divides by this process's CPU time
   instead of wall-clock time (robust to load from other processes; not meaningful for
-  ``SubprocVecEnv``, whose work is in its worker processes).
+  ``SubprocVecEnv``, whose work is in its worker processes). ``null`` is a VecEnv that does
+  no work at all: its fps is SB3's own ceiling, which no env can pass.
 * ``time``: wall-clock training time until the deterministic mean return over 20 episodes,
   evaluated every ``--eval-every`` env steps on gymnasium's own CartPole-v1, first reaches 475
   (evaluation time excluded; env construction and compilation included).
@@ -24,12 +25,14 @@ import argparse
 import json
 import time
 
+import gymnasium as gym
+import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from gpuvec_envs.adapters import make_sb3_vec_env
 
@@ -46,7 +49,52 @@ PPO_KWARGS = dict(
 LR, CLIP = 1e-3, 0.2
 
 
+class NullVecEnv(VecEnv):
+    """A VecEnv with CartPole's spaces that does no work: the ceiling of any env's fps.
+
+    ``step_wait`` returns preallocated zeros and a fresh list of empty info dicts, so a
+    rollout on it costs only SB3's own per-step work (policy forward, sampling, rollout
+    buffer, callbacks, its loops over ``infos`` and ``dones``).
+    """
+
+    def __init__(self, n_envs: int) -> None:
+        spec = gym.spec("CartPole-v1")
+        single = gym.make(spec)
+        super().__init__(n_envs, single.observation_space, single.action_space)
+        single.close()
+        self._obs = np.zeros((n_envs, 4), dtype=np.float32)
+        self._rewards = np.zeros(n_envs, dtype=np.float32)
+        self._dones = np.zeros(n_envs, dtype=bool)
+
+    def reset(self):
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return self._obs
+
+    def step_async(self, actions) -> None:
+        pass
+
+    def step_wait(self):
+        return self._obs, self._rewards, self._dones, [{} for _ in range(self.num_envs)]
+
+    def close(self) -> None:
+        pass
+
+    def get_attr(self, attr_name, indices=None):
+        return [getattr(self, attr_name)] * len(self._get_indices(indices))
+
+    def set_attr(self, attr_name, value, indices=None) -> None:
+        setattr(self, attr_name, value)
+
+    def env_method(self, method_name, *method_args, indices=None, **method_kwargs):
+        return [None] * len(self._get_indices(indices))
+
+    def env_is_wrapped(self, wrapper_class, indices=None):
+        return [False] * len(self._get_indices(indices))
+
+
 def make_env(kind: str, n_envs: int, seed: int, backend: str):
+    if kind == "null":
+        return NullVecEnv(n_envs)
     if kind == "gpuvec":
         return make_sb3_vec_env("gpuvec/CartPole-v1", n_envs=n_envs, seed=seed, backend=backend)
     if kind == "dummy":
@@ -167,7 +215,12 @@ def bench_time(kind: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("what", choices=["fps", "time"])
-    parser.add_argument("--vec", nargs="+", default=["gpuvec", "dummy", "subproc"])
+    parser.add_argument(
+        "--vec",
+        nargs="+",
+        default=["gpuvec", "dummy", "subproc", "null"],
+        help="gpuvec, dummy, subproc, null (an env that does no work: SB3's own ceiling)",
+    )
     parser.add_argument("--n-envs", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", default="auto", help="gpuvec backend: auto/compile/eager")

@@ -273,7 +273,7 @@ class SB3VecEnv(VecEnv):
         """
         if self._actions is None:
             raise RuntimeError("call step_async() before step_wait()")
-        obs_t, rew_t, term_t, trunc_t, info = self.venv.step(self._actions)
+        obs_t, rew_t, term_t, trunc_t, info = self.venv.step_prepared(self._actions)
         self._actions = None
         obs, final_obs, rewards, terminated, truncated = self._to_numpy(
             obs_t, info["final_obs"], rew_t.to(torch.float32), term_t, trunc_t

@@ -99,5 +99,3 @@ def select(mask: torch.Tensor, if_true: Any, if_false: Any) -> Any:
         return torch.where(mask.view(-1, *([1] * (a.dim() - 1))), a, b)
 
     return pytree.tree_map(pick, if_true, if_false)
-
-

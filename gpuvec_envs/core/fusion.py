@@ -81,11 +81,15 @@ def make_unflattener(example: Any) -> Callable[[tuple[torch.Tensor, ...]], Any]:
     return namespace["unflatten"]
 
 
-def compile_flat(fn: Callable[..., Any], example_args: tuple[Any, ...]) -> Callable[..., Any]:
+def compile_flat(
+    fn: Callable[..., Any], example_args: tuple[Any, ...], size_asserts: bool = True
+) -> Callable[..., Any]:
     """Compile the pure function ``fn`` once for ``example_args``; return a guard-free call.
 
     ``fn`` must take and return pytrees of tensors, tuples/NamedTuples and ``None`` only,
     be free of data-dependent Python control flow, and not mutate its inputs.
+    ``size_asserts=False`` drops inductor's per-call check of every input's shape and
+    strides (~0.5 us per input): for callers that guarantee them, like the env shell.
 
     Raises:
         Exception: whatever tracing or inductor raise; callers fall back to other backends.
@@ -111,7 +115,8 @@ def compile_flat(fn: Callable[..., Any], example_args: tuple[Any, ...]) -> Calla
 
     with torch.no_grad():
         graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
-        compiled = compile_fx(graph, leaves)
+        with torch._inductor.config.patch(size_asserts=size_asserts):
+            compiled = compile_fx(graph, leaves)
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1

@@ -245,9 +245,14 @@ class Backend:
         self._compiled_once = True
         errors = []
         try:
-            self._fn = fusion.compile_flat(self.eager_fn, args)
+            # A state-first call's inputs are the shell's own tensors (its previous outputs,
+            # checked actions), so inductor's per-call shape/stride asserts are redundant;
+            # a state that comes back with another layout than it went in keeps them.
+            self._fn = fusion.compile_flat(self.eager_fn, args, size_asserts=not self._state_first)
             self.kind = "fused"
             out = self._fn(*args)
+            if self._state_first and not _same_layout(args[0], out[0]):
+                self._fn = fusion.compile_flat(self.eager_fn, args)
         except Exception as exc:  # noqa: BLE001 - fall back to torch.compile
             errors.append(f"{type(exc).__name__}: {exc}")
             compiled = torch.compile(
@@ -279,6 +284,15 @@ class Backend:
                     stacklevel=3,
                 )
         return out
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    """Whether two pytrees have leaves of equal shapes, strides, dtypes and devices."""
+    (la, sa), (lb, sb) = pytree.tree_flatten(a), pytree.tree_flatten(b)
+    return sa == sb and all(
+        (x.shape, x.stride(), x.dtype, x.device) == (y.shape, y.stride(), y.dtype, y.device)
+        for x, y in zip(la, lb, strict=True)
+    )
 
 
 def _on_cuda(tree: Any) -> bool:
@@ -474,9 +488,18 @@ class GpuVecEnv(gym.vector.VectorEnv):
             holds ``final_obs`` (N, *obs_shape; the pre-reset obs) with mask ``_final_obs``,
             and ``final_info`` ({}) with mask ``_final_info``.
         """
+        return self.step_prepared(self.prepare_action(actions))
+
+    def step_prepared(
+        self, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """:meth:`step` with an action :meth:`prepare_action` has already returned.
+
+        For adapters that convert and check actions ahead of the step (SB3's
+        ``step_async``); the action is used as it is, unchecked.
+        """
         if self._state is None:
             raise RuntimeError("call reset() before step()")
-        action = self.prepare_action(actions)
         out = self._step(self._state, action)
         self._state = out.state
         terminated = out.terminated.view(torch.bool)

@@ -135,8 +135,12 @@ def render_frames(
     pole = (along >= -pole_w / 2) & (along <= pole_len - pole_w / 2) & (across.abs() <= pole_w / 2)
     axle = dx.square() + dy.square() <= (pole_w / 2) ** 2
     frame = torch.full((s.x.shape[0], height, width, 3), 255, dtype=torch.uint8, device=dev)
-    for mask, rgb in ((track, (0, 0, 0)), (cart, (0, 0, 0)), (pole, (202, 152, 101)),
-                      (axle, (129, 132, 203))):
+    for mask, rgb in (
+        (track, (0, 0, 0)),
+        (cart, (0, 0, 0)),
+        (pole, (202, 152, 101)),
+        (axle, (129, 132, 203)),
+    ):
         colour = torch.tensor(rgb, dtype=torch.uint8, device=dev)
         frame = torch.where(mask.expand(frame.shape[:3])[..., None], colour, frame)
     return frame

@@ -93,9 +93,7 @@ def reward(
     return bonus - action**2 * params.action_cost
 
 
-def observation(
-    params: ContinuousMountainCarParams, s: ContinuousMountainCarState
-) -> torch.Tensor:
+def observation(params: ContinuousMountainCarParams, s: ContinuousMountainCarState) -> torch.Tensor:
     """(N, 2) observation ``[position, velocity]``."""
     return columns(s.position, s.velocity)
 

@@ -111,9 +111,7 @@ class Pendulum(EnvDef[PendulumState, PendulumParams]):
 
     def observation_space(self, params: PendulumParams, dtype: torch.dtype) -> gym.Space:
         """Box(3,): ``[-1, -1, -max_speed]`` to ``[1, 1, max_speed]``, as gymnasium."""
-        high = np.array([1.0, 1.0, params.max_speed], dtype=np.float32).astype(
-            numpy_dtype(dtype)
-        )
+        high = np.array([1.0, 1.0, params.max_speed], dtype=np.float32).astype(numpy_dtype(dtype))
         return gym.spaces.Box(-high, high, dtype=numpy_dtype(dtype))
 
     def action_space(self, params: PendulumParams, dtype: torch.dtype) -> gym.Space:
