@@ -364,13 +364,16 @@ def test_compiled_cartpole_is_one_graph_without_recompiles() -> None:
         env.reset(seed=0)
         before = compiled_graphs()
         for t in range(60):
-            env.step(sample_actions(env, t))
+            obs = env.step(sample_actions(env, t))[0]
+            assert obs.stride() == (1, 32)  # column-wise observation, see README
             if t == 10:
                 env.reset(seed=5)
             if t == 20:
                 env.reset(options={"reset_mask": torch.arange(32) % 2 == 0})
             if t == 30:
                 env.set_env_state(env.state.env)
+            # the guard-free call relies on the shell keeping every state leaf contiguous
+            assert all(leaf.is_contiguous() for leaf in pytree.tree_leaves(env.state))
         assert env.backend == "compile"
         assert compiled_graphs() - before == 1
 
