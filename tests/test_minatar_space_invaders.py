@@ -18,7 +18,7 @@ import gpuvec_envs  # noqa: F401  (registers the IDs)
 from gpuvec_envs.core.vector import GpuVecEnv
 from gpuvec_envs.envs.minatar_space_invaders import SpaceInvaders, SpaceInvadersState
 
-MAPS = {"f_bullets": "f_bullet_map", "e_bullets": "e_bullet_map", "aliens": "alien_map"}
+MAPS = {"f": "f_bullet_map", "e": "e_bullet_map", "a": "alien_map"}
 SCALARS = {
     "pos": "pos",
     "alien_dir": "alien_dir",
@@ -29,7 +29,8 @@ SCALARS = {
     "shot_timer": "shot_timer",
     "terminal": "terminal",
 }
-WEIGHTS = 1 << np.arange(10)
+#: Bit of cell (row, col) in its map word: rows 0-4 in ``*_lo``, rows 5-9 in ``*_hi``.
+WEIGHTS = 1 << (10 * (np.arange(10)[:, None] % 5) + np.arange(10)[None, :])
 
 
 def to_state(envs: list) -> SpaceInvadersState:
@@ -37,10 +38,10 @@ def to_state(envs: list) -> SpaceInvadersState:
     fields = {}
     for ours, theirs in MAPS.items():
         maps = np.stack([getattr(e, theirs) for e in envs]).astype(np.int64)  # (N, 10, 10)
-        fields[ours] = torch.from_numpy(maps @ WEIGHTS)
+        fields[f"{ours}_lo"] = torch.from_numpy((maps[:, :5] * WEIGHTS[:5]).sum(axis=(1, 2)))
+        fields[f"{ours}_hi"] = torch.from_numpy((maps[:, 5:] * WEIGHTS[5:]).sum(axis=(1, 2)))
     for ours, theirs in SCALARS.items():
         fields[ours] = torch.tensor([int(getattr(e, theirs)) for e in envs], dtype=torch.int64)
-    fields["terminal"] = fields["terminal"].bool()
     return SpaceInvadersState(**fields)
 
 

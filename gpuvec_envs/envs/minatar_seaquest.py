@@ -23,7 +23,7 @@ compacted (order kept) at the end of the step, which reproduces the reference's 
   fish (in reverse order); with at most 2 bullets this is computed with two masked maxima of
   the processing key ``slot + ENEMY_SLOTS * is_sub`` instead of a sequential loop.
 * ``e_bullets`` are never removed except off-screen and their order is never observed, so
-  they are two 10x10 occupancy grids (moving left / right); duplicates are equivalent.
+  they are two 10x10 occupancy bitboards (moving left / right); duplicates are equivalent.
 
 ``list.remove`` removes the first *equal* element, not the element in hand. That differs only
 if an earlier element equals it: (a) enemies and divers removed off-screen hold an off-screen
@@ -72,6 +72,7 @@ import torch
 from gpuvec_envs.core.env import select
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs._minatar import MinAtarEnv, MinAtarParams
+from gpuvec_envs.envs.minatar_space_invaders import COL0, COL9, WORD
 
 #: Observation channels, in minatar's order ("guage" sic).
 CHANNELS = (
@@ -112,8 +113,8 @@ class SeaquestState(NamedTuple):
     move_speed: torch.Tensor  # (N,) int64 [steps] enemy move timer reload
     ramp_index: torch.Tensor  # (N,) int64 difficulty ramps so far
     shot_timer: torch.Tensor  # (N,) int64 [steps] sub's cool-down
-    surface: torch.Tensor  # (N,) bool the sub has surfaced and not dived since
-    terminal: torch.Tensor  # (N,) bool game over
+    surface: torch.Tensor  # (N,) int64 1 = the sub has surfaced and not dived since
+    terminal: torch.Tensor  # (N,) int64 1 = game over
     fb_x: torch.Tensor  # (N, 2) int64 friendly bullets [col]
     fb_y: torch.Tensor  # (N, 2) int64 [row]
     fb_dir: torch.Tensor  # (N, 2) int64 1 = right
@@ -130,14 +131,17 @@ class SeaquestState(NamedTuple):
     dv_dir: torch.Tensor  # (N, 2) int64 1 = right
     dv_timer: torch.Tensor  # (N, 2) int64 [steps] until the next move
     dv_n: torch.Tensor  # (N,) int64 divers in use
-    e_bullets: torch.Tensor  # (N, 2, 10, 10) uint8 enemy bullets [dir (0 left, 1 right), y, x]
+    # Enemy bullets as bitboards: bit 10 (y % 5) + x, rows 0-4 in ``*_lo``, 5-9 in ``*_hi``.
+    eb_l_lo: torch.Tensor  # (N,) int64 bullets moving left, rows 0-4
+    eb_l_hi: torch.Tensor  # (N,) int64 bullets moving left, rows 5-9
+    eb_r_lo: torch.Tensor  # (N,) int64 bullets moving right, rows 0-4
+    eb_r_hi: torch.Tensor  # (N,) int64 bullets moving right, rows 5-9
 
 
 def reset(params: MinAtarParams, rng: Rng) -> SeaquestState:
     """N new games: sub at the surface, column 5, facing left; no objects (no draws)."""
     n, dev = rng.num_envs, rng.device
     z = torch.zeros(n, dtype=torch.int64, device=dev)
-    zb = torch.zeros(n, dtype=torch.bool, device=dev)
     z2 = torch.zeros(n, BULLET_SLOTS, dtype=torch.int64, device=dev)
     ze = torch.zeros(n, ENEMY_SLOTS, dtype=torch.int64, device=dev)
     return SeaquestState(
@@ -152,12 +156,12 @@ def reset(params: MinAtarParams, rng: Rng) -> SeaquestState:
         move_speed=z + INIT_MOVE_INTERVAL,
         ramp_index=z,
         shot_timer=z,
-        surface=zb | True,
-        terminal=zb,
+        surface=z + 1,
+        terminal=z,
         fb_x=z2, fb_y=z2, fb_dir=z2, fb_n=z,
         en_x=ze, en_y=ze, en_dir=ze, en_sub=ze, en_timer=ze, en_shot=ze, en_n=z,
         dv_x=z2, dv_y=z2, dv_dir=z2, dv_timer=z2, dv_n=z,
-        e_bullets=torch.zeros(n, 2, 10, 10, dtype=torch.uint8, device=dev),
+        eb_l_lo=z, eb_l_hi=z, eb_r_lo=z, eb_r_hi=z,
     )  # fmt: skip
 
 
@@ -193,7 +197,7 @@ def step(
     dev = action.device
     slots = torch.arange(ENEMY_SLOTS, device=dev)[None, :]
     reward = torch.zeros_like(s.oxygen)
-    term = torch.zeros_like(s.terminal)
+    term = torch.zeros_like(s.terminal, dtype=torch.bool)
     ms = s.move_speed
 
     # -- spawns ---------------------------------------------------------------------------
@@ -309,24 +313,19 @@ def step(
     fb_alive = [b0 & ~take0, b1 & ~take1]
 
     # -- enemy bullets: new shots join, then all move --------------------------------------
-    eb = s.e_bullets
     shot_ok = shoots & (en_x >= 0) & (en_x <= 9)
-    flat = torch.where(shot_ok, (en_dir * 10 + en_y) * 10 + en_x, 200)
-    added = torch.zeros(eb.shape[0], 201, dtype=torch.uint8, device=dev)
-    added = added.scatter(1, flat, 1)[:, :200].view(-1, 2, 10, 10)
-    eb = eb | added
-    sub_row = torch.arange(10, device=dev)[None, :] == sub_y[:, None]  # (N, 10)
-    sub_col = torch.arange(10, device=dev)[None, None, :] == sub_x[:, None, None]
-    sub_cell = sub_row[:, :, None] & sub_col  # (N, 10, 10)
-    occupied = (eb[:, 0] | eb[:, 1]).bool()
-    term = term | (occupied & sub_cell).flatten(1).any(dim=1)
-    zcol = torch.zeros_like(eb[:, :1, :, :1])
-    eb = torch.cat(
-        (torch.cat((eb[:, :1, :, 1:], zcol), dim=3), torch.cat((zcol, eb[:, 1:, :, :9]), dim=3)),
-        dim=1,
-    )
-    occupied = (eb[:, 0] | eb[:, 1]).bool()
-    term = term | (occupied & sub_cell).flatten(1).any(dim=1)
+    hi, right = en_y >= 5, en_dir == 1
+    bit = torch.where(shot_ok, 1 << (10 * (en_y - 5 * hi.long()) + en_x.clamp(0, 9)), 0)
+    parts = [torch.where((right == r) & (hi == h), bit, 0) for r in (0, 1) for h in (0, 1)]
+    new = or_reduce(torch.stack(parts, dim=1))  # (N, 4): left lo, left hi, right lo, right hi
+    l_lo, l_hi = s.eb_l_lo | new[:, 0], s.eb_l_hi | new[:, 1]
+    r_lo, r_hi = s.eb_r_lo | new[:, 2], s.eb_r_hi | new[:, 3]
+    sub_lo, sub_hi = cell_bits(sub_y, sub_x)
+    hit = ((l_lo | r_lo) & sub_lo) | ((l_hi | r_hi) & sub_hi)
+    l_lo, l_hi = (l_lo >> 1) & ~COL9, (l_hi >> 1) & ~COL9
+    r_lo, r_hi = (r_lo << 1) & (WORD & ~COL0), (r_hi << 1) & (WORD & ~COL0)
+    hit = hit | ((l_lo | r_lo) & sub_lo) | ((l_hi | r_hi) & sub_hi)
+    term = term | (hit != 0)
 
     # -- timers, oxygen, surfacing --------------------------------------------------------
     e_spawn_timer = e_spawn_timer - (e_spawn_timer > 0).long()
@@ -335,18 +334,18 @@ def step(
     term = term | (s.oxygen <= 0)
     below = sub_y > 0
     oxygen = torch.where(below, s.oxygen - 1, s.oxygen)
-    arrive = ~below & ~s.surface
+    arrive = ~below & (s.surface == 0)
     term = term | (arrive & (diver_count == 0))
     surf = arrive & (diver_count != 0)
     full = surf & (diver_count == MAX_DIVERS)
-    reward = reward + torch.where(full, oxygen * 10 // MAX_OXYGEN, 0)
+    reward = reward + torch.where(full, tenths(oxygen), 0)
     diver_count = torch.where(full, 0, diver_count)
     oxygen = torch.where(surf, MAX_OXYGEN, oxygen)
     diver_count = diver_count - surf.long()
-    surface = torch.where(below, False, s.surface | surf)
+    surface = torch.where(below, 0, s.surface | surf.long())
     spawn_speed = s.e_spawn_speed
     ramp = surf & ((spawn_speed > 1) | (ms > 2)) & params.difficulty_ramping
-    move_speed = ms - (ramp & (ms > 2) & (s.ramp_index % 2 == 1)).long()
+    move_speed = ms - (ramp & (ms > 2) & ((s.ramp_index & 1) == 1)).long()
     spawn_speed = spawn_speed - (ramp & (spawn_speed > 1)).long()
     ramp_index = s.ramp_index + ramp.long()
 
@@ -360,55 +359,121 @@ def step(
     )[:, :ENEMY_SLOTS]
     nxt = SeaquestState(
         oxygen, diver_count, sub_x, sub_y, sub_or, spawn_speed, e_spawn_timer, d_spawn_timer,
-        move_speed, ramp_index, shot_timer, surface, term,
+        move_speed, ramp_index, shot_timer, surface, term.long(),
         fbx, fby, fbd, fb_n,
         packed & 15, (packed >> 4) & 15, (packed >> 8) & 1, (packed >> 9) & 1,
         (packed >> 10) & 15, (packed >> 14) & 15, alive.long().sum(dim=1),
-        dvx, dvy, dvd, dvt, dv_n, eb,
+        dvx, dvy, dvd, dvt, dv_n, l_lo, l_hi, r_lo, r_hi,
     )  # fmt: skip
-    done = s.terminal
+    done = s.terminal != 0
     nxt = select(done, s, nxt)
     reward = torch.where(done, 0, reward)
-    return nxt, reward, nxt.terminal
+    return nxt, reward, nxt.terminal != 0
+
+
+def or_reduce(x: torch.Tensor) -> torch.Tensor:
+    """Bitwise OR over the last dim (a power of 2) by halving, (..., K) -> (...)."""
+    while x.shape[-1] > 1:
+        h = x.shape[-1] // 2
+        x = x[..., :h] | x[..., h:]
+    return x[..., 0]
+
+
+def cell_bits(y: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bitboard words ``(lo, hi)`` of cells (row y, column x in 0..9), same shapes."""
+    lo = y < 5
+    bit = 1 << (10 * torch.where(lo, y, y - 5) + x)
+    return torch.where(lo, bit, 0), torch.where(lo, 0, bit)
+
+
+def tenths(oxygen: torch.Tensor) -> torch.Tensor:
+    """``max(oxygen, 0) * 10 // MAX_OXYGEN`` for oxygen <= MAX_OXYGEN, by comparisons.
+
+    (Integer ``//`` and ``%`` compile to scalar code; comparisons vectorise.)
+    """
+    out = torch.zeros_like(oxygen)
+    for k in range(1, 11):
+        out = out + (oxygen >= k * MAX_OXYGEN // 10).long()
+    return out
+
+
+#: ``(b * _SPREAD_MUL) & _SPREAD_MASK`` moves bit c of a 5-bit b to bit 10 c (no carries).
+_SPREAD_MUL = sum(1 << (9 * k) for k in range(5))
+_SPREAD_MASK = sum(1 << (10 * k) for k in range(5))
+#: Right shifts taking nibble q (bits 4q..4q+3) of ``h0 + h1 << 50`` from h0 and ``h1 << 2``
+#: (63 shifts a part out: h0 < 2**50, and ``h1 << 2 >> 63`` is 0 for h1 < 2**50).
+_NIBBLE_SHIFTS = (
+    [4 * q if 4 * q < 50 else 63 for q in range(25)],
+    [4 * q - 48 if 4 * q >= 48 else 63 for q in range(25)],
+)
 
 
 def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
     """(N, 10, 10, 10) bool observation, channels as :data:`CHANNELS`.
 
-    Built by one scatter of ones into the flat (N, 1000) grid; cells of absent objects are
-    redirected to the sub's front cell, which is always set.
+    Each channel is first a bitboard (two words, :func:`cell_bits`); then each half row
+    (5 cells x 10 channels) becomes a 50-bit word, bit ``10 (x % 5) + channel``, whose bits
+    are spread into bytes four at a time and stored as int32 words, which are viewed as the
+    bool output (compiled bool/uint8 stores are written byte by byte; a same-width bool view is
+    a copy, an int32 -> bool view is free).
     """
     dev = s.sub_x.device
-    n = s.sub_x.shape[0]
-    nc = len(CHANNELS)
 
-    def cell(y: torch.Tensor, x: torch.Tensor, c: int) -> torch.Tensor:
-        return (y * 10 + x) * nc + c
+    def slots_or(y, x, ok):  # noqa: ANN001, ANN202 - (N, K) cells -> lo, hi words
+        lo, hi = cell_bits(y, x.clamp(0, 9))
+        return torch.where(ok, lo, 0), torch.where(ok, hi, 0)
 
-    front = cell(s.sub_y, s.sub_x, 0)[:, None]
-    parts = [front, cell(s.sub_y, (s.sub_x + 1 - 2 * s.sub_or) % 10, 1)[:, None]]
-
-    def masked(idx: torch.Tensor, ok: torch.Tensor) -> None:
-        parts.append(torch.where(ok, idx, front))
-
-    fb_ok = torch.arange(BULLET_SLOTS, device=dev)[None, :] < s.fb_n[:, None]
-    masked(cell(s.fb_y, s.fb_x, 2), fb_ok)
+    boards = [None] * len(CHANNELS)  # (lo, hi) per channel
+    boards[0] = cell_bits(s.sub_y, s.sub_x)
+    back = s.sub_x + 1 - 2 * s.sub_or  # wraps modulo 10 (never needed from a reset)
+    boards[1] = cell_bits(s.sub_y, torch.where(back < 0, 9, torch.where(back > 9, 0, back)))
     en_ok = torch.arange(ENEMY_SLOTS, device=dev)[None, :] < s.en_n[:, None]
-    masked(cell(s.en_y, s.en_x, 5 + s.en_sub), en_ok)
+    e_lo, e_hi = slots_or(s.en_y, s.en_x, en_ok)
     back = s.en_x + 1 - 2 * s.en_dir
-    masked(cell(s.en_y, back, 3), en_ok & (back >= 0) & (back <= 9))
+    t_lo, t_hi = slots_or(s.en_y, back, en_ok & (back >= 0) & (back <= 9))
+    fish = s.en_sub == 0
+    enemy = or_reduce(
+        torch.stack(
+            (
+                torch.where(fish, e_lo, 0), torch.where(fish, e_hi, 0),
+                torch.where(fish, 0, e_lo), torch.where(fish, 0, e_hi), t_lo, t_hi,
+            ),
+            dim=1,
+        )
+    )  # fmt: skip
+    boards[5] = enemy[:, 0], enemy[:, 1]
+    boards[6] = enemy[:, 2], enemy[:, 3]
+    small = [None] * 3
+    fb_ok = torch.arange(BULLET_SLOTS, device=dev)[None, :] < s.fb_n[:, None]
+    small[0] = slots_or(s.fb_y, s.fb_x, fb_ok)
     dv_ok = torch.arange(DIVER_SLOTS, device=dev)[None, :] < s.dv_n[:, None]
-    masked(cell(s.dv_y, s.dv_x, 9), dv_ok)
+    small[1] = slots_or(s.dv_y, s.dv_x, dv_ok)
     back = s.dv_x + 1 - 2 * s.dv_dir
-    masked(cell(s.dv_y, back, 3), dv_ok & (back >= 0) & (back <= 9))
-    cols = torch.arange(10, device=dev)[None, :]
-    masked(cell(9, cols, 7), cols < (s.oxygen.clamp(min=0) * 10 // MAX_OXYGEN)[:, None])
-    masked(cell(9, cols, 8), (cols >= (9 - s.diver_count)[:, None]) & (cols < 9))
-    grid = torch.arange(100, device=dev)[None, :]
-    masked(grid * nc + 4, (s.e_bullets[:, 0] | s.e_bullets[:, 1]).view(n, 100).bool())
-    idx = torch.cat(parts, dim=1)
-    obs = torch.zeros(n, 100 * nc, dtype=torch.uint8, device=dev).scatter(1, idx, 1)
-    return obs.view(n, 10, 10, nc).view(torch.bool)
+    small[2] = slots_or(s.dv_y, back, dv_ok & (back >= 0) & (back <= 9))
+    small = [(or_reduce(lo), or_reduce(hi)) for lo, hi in small]
+    boards[2] = small[0]
+    boards[9] = small[1]
+    boards[3] = enemy[:, 4] | small[2][0], enemy[:, 5] | small[2][1]
+    boards[4] = s.eb_l_lo | s.eb_r_lo, s.eb_l_hi | s.eb_r_hi
+    zero = torch.zeros_like(s.sub_x)
+    oxy = (1 << tenths(s.oxygen)) - 1
+    boards[7] = zero, oxy << 40
+    dc = s.diver_count.clamp(0, 9)
+    boards[8] = zero, ((1 << dc) - 1) << (49 - dc)
+    words = []
+    for y in range(10):
+        for half in range(2):
+            w = zero
+            for ch, board in enumerate(boards):
+                b = (board[y // 5] >> (10 * (y % 5) + 5 * half)) & 31
+                w = w | (((b * _SPREAD_MUL) & _SPREAD_MASK) << ch)
+            words.append(w)
+    words = torch.stack(words, dim=1).view(-1, 10, 2)
+    # Row y is the 100-bit number h0 + h1 << 50; int32 word q holds its bits 4q..4q+3.
+    shift0, shift1 = (torch.tensor(t, device=dev) for t in _NIBBLE_SHIFTS)
+    nib = (words[:, :, :1] >> shift0) | ((words[:, :, 1:] << 2) >> shift1)
+    out = (((nib & 15) * 0x204081) & 0x01010101).to(torch.int32)  # (N, 10, 25)
+    return out.view(torch.bool).view(-1, 10, 10, len(CHANNELS))
 
 
 class Seaquest(MinAtarEnv):
