@@ -17,39 +17,43 @@ RESET_WORDS = 0
 TIMERS = ("spawn_speed", "spawn_timer", "move_speed", "move_timer", "ramp_timer", "ramp_index")
 
 
+def _signed32(v: int) -> int:
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
 def to_state(envs: list) -> AsterixState:
-    """Our state from minatar ``asterix.Env`` objects (empty slots: x 0, flags False)."""
-    alive = [[x is not None for x in e.entities] for e in envs]
-    ents = [[x if x is not None else [0, i + 1, False, False] for i, x in enumerate(e.entities)]
-            for e in envs]
-    for row in ents:
-        assert [x[1] for x in row] == list(range(1, 9))
+    """Our packed state from minatar ``asterix.Env`` objects (empty slots: 0)."""
+    for e in envs:
+        assert all(x[1] == i + 1 for i, x in enumerate(e.entities) if x is not None)
 
     def col(name: str) -> torch.Tensor:
-        return torch.tensor([int(getattr(e, name)) for e in envs], dtype=torch.int64)
+        return torch.tensor([int(getattr(e, name)) for e in envs], dtype=torch.int32)
 
-    def field(k: int) -> torch.Tensor:
-        return torch.tensor([[int(x[k]) for x in row] for row in ents], dtype=torch.int64)
+    def packed(value, width: int) -> torch.Tensor:
+        words = [
+            sum(value(x) << (width * i) for i, x in enumerate(e.entities) if x is not None)
+            for e in envs
+        ]
+        return torch.tensor([_signed32(w) for w in words], dtype=torch.int32)
 
     return AsterixState(
         col("player_x"),
         col("player_y"),
-        torch.tensor(alive),
-        field(0),
-        field(2).bool(),
-        field(3).bool(),
+        packed(lambda x: 0 if x[3] else x[0] + 1, 4),
+        packed(lambda x: x[0] + 1 if x[3] else 0, 4),
+        packed(lambda x: int(x[2]), 1),
         *(col(name) for name in TIMERS),
-        col("terminal").bool(),
+        col("terminal"),
     )
 
 
 def check_state(refs: list, ours: AsterixState) -> None:
     expected = to_state([r.game.env for r in refs])
-    assert torch.equal(ours.alive, expected.alive)
-    for name in ("ent_x", "right", "gold"):
-        a, b = getattr(ours, name), getattr(expected, name)
-        assert torch.equal(a[ours.alive], b[ours.alive]), name
-    for name in ("player_x", "player_y", *TIMERS, "terminal"):
+    alive = torch.zeros_like(ours.enemy)  # bit i: slot i holds an entity
+    for i in range(8):
+        alive = alive | ((((ours.enemy | ours.gold) >> (4 * i)) & 15 != 0).to(torch.int32) << i)
+    assert torch.equal(ours.right & alive, expected.right), "right"
+    for name in ("player_x", "player_y", "enemy", "gold", *TIMERS, "terminal"):
         assert torch.equal(getattr(ours, name), getattr(expected, name)), name
 
 

@@ -50,22 +50,29 @@ UP_V0 = [0.1, 0.02, 0.7, 0.02, 0.14, 0.02]
 UP_V1 = [0.15, 0.7, 0.15]
 
 
+def _packed(values: torch.Tensor, width: int) -> torch.Tensor:
+    """(N, 8) small ints -> (N,) int32 with field i at bits ``width * i`` (two's complement)."""
+    words = (values.to(torch.int64) << (width * torch.arange(8))).sum(dim=1)
+    return torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
+
+
 def to_state(envs: list) -> FreewayState:
-    """Our state from minatar ``freeway.Env`` objects."""
+    """Our packed state from minatar ``freeway.Env`` objects."""
     cars = torch.tensor([e.cars for e in envs], dtype=torch.int64)  # (N, 8, [x, y, timer, speed])
     assert torch.equal(cars[:, :, 1], torch.arange(1, 9).expand(len(envs), 8))
 
     def col(name: str) -> torch.Tensor:
-        return torch.tensor([int(getattr(e, name)) for e in envs], dtype=torch.int64)
+        return torch.tensor([int(getattr(e, name)) for e in envs], dtype=torch.int32)
 
     return FreewayState(
-        car_x=cars[:, :, 0],
-        car_timer=cars[:, :, 2],
-        car_speed=cars[:, :, 3],
+        car_x=_packed(cars[:, :, 0], 4),
+        car_timer=_packed(cars[:, :, 2], 4),
+        car_period=_packed(cars[:, :, 3].abs(), 4),
+        car_left=_packed(cars[:, :, 3] < 0, 1),
         pos=col("pos"),
         move_timer=col("move_timer"),
         time_left=col("terminate_timer"),
-        terminal=col("terminal").bool(),
+        terminal=col("terminal"),
     )
 
 
@@ -122,7 +129,7 @@ def test_time_limit_terminates() -> None:
     d = FreewayDriver(Freeway(), "freeway", 2, words=WORDS, reset_words=RESET_WORDS)
     d.reset(seed=0)
     d.env.set_env_state(d.env.state.env._replace(game=d.env.state.env.game._replace(
-        time_left=torch.tensor([1, 0]))))
+        time_left=torch.tensor([1, 0], dtype=torch.int32))))
     for r in d.refs:
         r.game.env.terminate_timer = 1
     d.refs[1].game.env.terminate_timer = 0
@@ -132,11 +139,11 @@ def test_time_limit_terminates() -> None:
     assert d.terminations == 2
 
 
-# Compiling this game's step takes 2-5 min on a 2-core CPU: run with `pytest -m slow`.
+# Compiling this step takes ~30 s of CPU (1-2.5 min wall on a busy 2-core CPU): `-m slow`.
 @pytest.mark.slow
 def test_compiled_matches_eager() -> None:
     def near_the_end(game: FreewayState) -> FreewayState:  # games end within 300 steps
-        return game._replace(time_left=torch.arange(16) * 15)
+        return game._replace(time_left=torch.arange(16, dtype=torch.int32) * 15)
 
     env = compare_backends(Freeway(), 16, 300, seed=3, prepare=near_the_end)
     assert env.state.env.game.time_left.min() < 2500 - 200

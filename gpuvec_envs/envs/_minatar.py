@@ -13,6 +13,7 @@ across resets of the same ``Environment`` object).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
@@ -90,12 +91,14 @@ class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
         self, params: MinAtarParams, state: MinAtarState, action: torch.Tensor, rng: Rng
     ) -> tuple[MinAtarState, torch.Tensor, torch.Tensor]:
         """Map the action, apply sticky actions (first draw of the step), step the game."""
+        full = action
         if params.minimal_action_set:
-            table = torch.tensor(self.minimal_actions, dtype=torch.int64, device=action.device)
-            full = table[action]
-        else:
-            full = action
-        sticky = rng.uniform(dtype=torch.float64) < params.sticky_action_prob
+            # A chain of selects, not a table lookup: a gather compiles to scalar CPU code.
+            for i, a in enumerate(self.minimal_actions):
+                if a != i:
+                    full = torch.where(action == i, a, full)
+        # ``uniform(dtype=float64) < p`` as an exact integer test on the same 24 bits.
+        sticky = (rng.bits() >> 8) < math.ceil(params.sticky_action_prob * (1 << 24))
         full = torch.where(sticky, state.last_action, full)
         game, reward, terminal = self.game_step(params, state.game, full, rng)
         return MinAtarState(game, full), reward, terminal
@@ -103,4 +106,3 @@ class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
     def observation(self, params: MinAtarParams, state: MinAtarState) -> torch.Tensor:
         """(N, 10, 10, C) bool."""
         return self.game_observation(params, state.game)
-

@@ -13,8 +13,9 @@ streams, used only when an entity spawns; resets draw nothing.
 
 Deliberate differences:
 
-* Entities live in 8 fixed slots (slot ``i`` = row ``i + 1``, as the reference's list);
-  the fields of an empty slot hold stale values and are ignored.
+* Entities live in 8 fixed slots (slot ``i`` = row ``i + 1``, as the reference's list),
+  packed into two int32 words of 4-bit fields (enemy / gold column plus one, 0 = none)
+  and a direction bit mask, whose bits are stale in empty slots.
 * As the reference, a finished game stays frozen (reward 0, terminal) if stepped again; this
   is only reachable with autoreset ``DISABLED``.
 """
@@ -40,47 +41,64 @@ INIT_MOVE_INTERVAL = 5
 CHANNELS = ("player", "enemy", "trail", "gold")
 
 
+I32 = torch.int32
+
+
 def _below(bits: torch.Tensor, p: float) -> torch.Tensor:
     """``uniform < p`` for the 24-bit uniform ``(bits >> 8) / 2**24`` (exact integer test)."""
     return (bits >> 8) < math.ceil(p * (1 << 24))
 
 
-class AsterixState(NamedTuple):
-    """Batched Asterix state; slot ``i`` of the (N, 8) fields is row ``i + 1``."""
+def _bit(mask: torch.Tensor, i: int | torch.Tensor) -> torch.Tensor:
+    """Bit ``i`` of an int32 mask as int32 0/1."""
+    return (mask >> i) & 1
 
-    player_x: torch.Tensor  # (N,) int64 [col]
-    player_y: torch.Tensor  # (N,) int64 [row] 1..8
-    alive: torch.Tensor  # (N, 8) bool: the slot holds an entity
-    ent_x: torch.Tensor  # (N, 8) int64 [col]
-    right: torch.Tensor  # (N, 8) bool: moves right (spawned on the left)
-    gold: torch.Tensor  # (N, 8) bool: gold, else enemy
-    spawn_speed: torch.Tensor  # (N,) int64 [frames] between spawns
-    spawn_timer: torch.Tensor  # (N,) int64 [frames] until the next spawn
-    move_speed: torch.Tensor  # (N,) int64 [frames] between entity moves
-    move_timer: torch.Tensor  # (N,) int64 [frames] until the next move
-    ramp_timer: torch.Tensor  # (N,) int64 [frames] until the next difficulty step
-    ramp_index: torch.Tensor  # (N,) int64 number of difficulty steps so far
-    terminal: torch.Tensor  # (N,) bool: game over
+
+def _nibble(packed: torch.Tensor, i: int | torch.Tensor) -> torch.Tensor:
+    """Slot ``i``'s 4-bit field (bits ``4i..4i+3``) of a packed int32 word, int32 0..15."""
+    return (packed >> (4 * i)) & 15
+
+
+class AsterixState(NamedTuple):
+    """Batched Asterix state, each field (N,) int32; slot ``i`` is row ``i + 1``.
+
+    The 8 entity slots are packed per env: bits ``4i..4i+3`` of ``enemy`` and ``gold`` hold
+    slot ``i``'s column plus one (0: no such entity; at most one of the two is nonzero) and
+    bit ``i`` of ``right`` its direction. Everything is an int32 column so that the
+    compiled step is one vectorised loop over envs (no (N, 8) intermediates), and the
+    observation reads each cell's row straight from the packed words.
+    """
+
+    player_x: torch.Tensor  # [col]
+    player_y: torch.Tensor  # [row] 1..8
+    enemy: torch.Tensor  # 8 packed 4-bit [col + 1] of enemies, 0: none (bit 31 = slot 7's top)
+    gold: torch.Tensor  # 8 packed 4-bit [col + 1] of gold, 0: none
+    right: torch.Tensor  # bit mask: moves right (spawned on the left); stale in empty slots
+    spawn_speed: torch.Tensor  # [frames] between spawns
+    spawn_timer: torch.Tensor  # [frames] until the next spawn
+    move_speed: torch.Tensor  # [frames] between entity moves
+    move_timer: torch.Tensor  # [frames] until the next move
+    ramp_timer: torch.Tensor  # [frames] until the next difficulty step
+    ramp_index: torch.Tensor  # number of difficulty steps so far
+    terminal: torch.Tensor  # 0/1: game over
 
 
 def reset(params: MinAtarParams, rng: Rng) -> AsterixState:
     """N new games: player at (5, 5), no entities (no random draws)."""
-    zero = torch.zeros(rng.num_envs, dtype=torch.int64, device=rng.device)
-    slots = torch.zeros(rng.num_envs, 8, dtype=torch.int64, device=rng.device)
+    zero = torch.zeros(rng.num_envs, dtype=I32, device=rng.device)
     return AsterixState(
         player_x=zero + 5,
         player_y=zero + 5,
-        alive=slots.bool(),
-        ent_x=slots,
-        right=slots.bool(),
-        gold=slots.bool(),
+        enemy=zero,
+        gold=zero,
+        right=zero,
         spawn_speed=zero + INIT_SPAWN_SPEED,
         spawn_timer=zero + INIT_SPAWN_SPEED,
         move_speed=zero + INIT_MOVE_INTERVAL,
         move_timer=zero + INIT_MOVE_INTERVAL,
         ramp_timer=zero + RAMP_INTERVAL,
         ramp_index=zero,
-        terminal=zero.bool(),
+        terminal=zero,
     )
 
 
@@ -99,40 +117,58 @@ def step(
 
     # Spawn into the j-th free slot, j = randint(number of free slots); none if all full.
     spawn = s.spawn_timer == 0
-    free = ~s.alive
-    n_free = free.sum(dim=1)
-    j = (draws[:, 2] * n_free) >> 32
-    rank = torch.cumsum(free.to(torch.int64), dim=1) - 1
-    new = free & (rank == j[:, None]) & spawn[:, None]
-    alive = s.alive | new
-    ent_x = torch.where(new, torch.where(from_left, 0, 9)[:, None], s.ent_x)
-    right = torch.where(new, from_left[:, None], s.right)
-    gold = torch.where(new, is_gold[:, None], s.gold)
+    occupied = s.enemy | s.gold
+    free = torch.zeros_like(occupied)
+    for i in range(8):
+        free = free | ((_nibble(occupied, i) == 0).to(I32) << i)
+    count = free - ((free >> 1) & 0x55)  # popcount of 8 bits
+    count = (count & 0x33) + ((count >> 2) & 0x33)
+    n_free = (count + (count >> 4)) & 15
+    j = ((draws[:, 2] * n_free) >> 32).to(I32)
+    rank = torch.zeros_like(free)  # free slots before slot i
+    slot = torch.full_like(free, -1)  # the chosen slot, -1: none
+    for i in range(8):
+        f = _bit(free, i)
+        slot = torch.where((f != 0) & (rank == j), i, slot)
+        rank = rank + f
+    new = spawn & (slot >= 0)
+    sh = 4 * slot.clamp(min=0)
+    start = torch.where(from_left, 1, 10).to(I32) << sh  # column 0 or 9, plus one
+    enemy = torch.where(new & ~is_gold, s.enemy | start, s.enemy)
+    gold = torch.where(new & is_gold, s.gold | start, s.gold)
+    bit = 1 << slot.clamp(min=0)
+    right = torch.where(new, torch.where(from_left, s.right | bit, s.right & ~bit), s.right)
     spawn_timer = torch.where(spawn, s.spawn_speed, s.spawn_timer)
 
     px = torch.where(action == 1, (s.player_x - 1).clamp(min=0), s.player_x)
     px = torch.where(action == 3, (px + 1).clamp(max=9), px)
     py = torch.where(action == 2, (s.player_y - 1).clamp(min=1), s.player_y)
     py = torch.where(action == 4, (py + 1).clamp(max=8), py)
-    lane = torch.arange(1, 9, device=px.device) == py[:, None]  # (N, 8)
+    lane = py - 1  # the only slot the player can touch
+    lane_bits = ~(15 << (4 * lane))
 
     # Touch before the entities move: gold is picked up, an enemy ends the game.
-    touch = alive & lane & (ent_x == px[:, None])
-    got = touch & gold
-    alive = alive & ~got
-    terminal = (touch & ~gold).any(dim=1)
-    reward = torch.where(got.any(dim=1), 1.0, 0.0)
+    got = _nibble(gold, lane) == px + 1
+    gold = torch.where(got, gold & lane_bits, gold)
+    terminal = _nibble(enemy, lane) == px + 1
+    reward = torch.where(got, 1.0, 0.0)
 
-    # Entities move every move_speed frames, leave at the sides, touch again.
+    # Entities move every move_speed frames and leave at the sides, then touch again.
     move = s.move_timer == 0
-    moving = move[:, None] & alive
-    ent_x = torch.where(moving, ent_x + torch.where(right, 1, -1), ent_x)
-    alive = alive & ~(moving & ((ent_x < 0) | (ent_x > 9)))
-    touch = moving & alive & lane & (ent_x == px[:, None])
-    got = touch & gold
-    alive = alive & ~got
-    terminal = terminal | (touch & ~gold).any(dim=1)
-    reward = reward + torch.where(got.any(dim=1), 1.0, 0.0)
+    moved_enemy = torch.zeros_like(enemy)
+    moved_gold = torch.zeros_like(gold)
+    for i in range(8):
+        e, g = _nibble(enemy, i), _nibble(gold, i)
+        v = e | g  # column plus one, 0: empty
+        v = torch.where(move & (v != 0), torch.where(_bit(right, i) != 0, v + 1, v - 1), v)
+        v = torch.where(v <= 10, v, 0)  # 0 or 11: left the screen
+        moved_enemy = moved_enemy | (torch.where(e != 0, v, 0) << (4 * i))
+        moved_gold = moved_gold | (torch.where(g != 0, v, 0) << (4 * i))
+    enemy, gold = moved_enemy, moved_gold
+    got = move & (_nibble(gold, lane) == px + 1)
+    gold = torch.where(got, gold & lane_bits, gold)
+    terminal = terminal | (move & (_nibble(enemy, lane) == px + 1))
+    reward = reward + torch.where(got, 1.0, 0.0)
     move_timer = torch.where(move, s.move_speed, s.move_timer) - 1
     spawn_timer = spawn_timer - 1
 
@@ -151,46 +187,51 @@ def step(
         ramp_timer = torch.where(level_up, RAMP_INTERVAL, ramp_timer)
 
     nxt = AsterixState(
-        px,
-        py,
-        alive,
-        ent_x,
-        right,
-        gold,
+        px.to(I32),
+        py.to(I32),
+        enemy.to(I32),
+        gold.to(I32),
+        right.to(I32),
         spawn_speed,
         spawn_timer,
         move_speed,
         move_timer,
         ramp_timer,
         ramp_index,
-        terminal,
+        terminal.to(I32),
     )
-    done = s.terminal
+    done = s.terminal != 0
     nxt = select(done, s, nxt)
     reward = torch.where(done, 0.0, reward)
-    return nxt, reward, nxt.terminal
+    return nxt, reward, nxt.terminal != 0
 
 
 def observation(params: MinAtarParams, s: AsterixState) -> torch.Tensor:
     """(N, 10, 10, 4) bool, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
 
-    Built by scattering 17 values into zeros (player; per slot its entity and its trail),
-    as uint8 viewed as bool (bool kernels are slower on CPU). Slot ``i`` alone writes
-    channels 1-3 of row ``i + 1``, so an empty slot or an off-screen trail writes a 0 to a
-    cell of its own row that nothing else writes.
+    Built by scattering into zeros, as uint8 viewed as bool: 16 values per env (each
+    slot's entity and trail, from one broadcast expression over per-index tables), then
+    the player. Slot ``i`` alone writes channels 1-3 of row ``i + 1``, so an empty slot
+    or an off-screen trail writes a 0 to a cell of its own row that nothing else writes.
+    At most 17 of 400 bytes are set, so this sparse write beats computing every byte.
     """
-    n = s.player_x.shape[0]
     dev = s.player_x.device
-    rows = torch.arange(1, 9, device=dev)
+    slot = torch.arange(16, dtype=I32, device=dev) % 8  # index j: slot j % 8
+    is_trail = torch.arange(16, dtype=I32, device=dev) >= 8  # j < 8: the entity, else trail
+    e = _nibble(s.enemy[:, None], slot)  # (N, 16) column plus one, 0: none
+    g = _nibble(s.gold[:, None], slot)
+    v = e | g
+    back = torch.where(_bit(s.right[:, None], slot) != 0, v - 2, v)  # trail column
+    base = (slot + 1) * 40
+    entity = base + (v - 1).clamp(min=0) * 4 + torch.where(g != 0, 3, 1)
+    trail = base + back.clamp(0, 9) * 4 + 2
+    index = torch.where(is_trail, trail, entity)
+    shown = (v != 0) & (~is_trail | ((back >= 0) & (back <= 9)))
+    n = s.player_x.shape[0]
+    obs = torch.zeros(n, 400, dtype=torch.uint8, device=dev)
+    obs = obs.scatter(1, index.to(torch.int64), shown.to(I32).to(torch.uint8))
     player = (s.player_y * 10 + s.player_x) * 4
-    entity = (rows * 10 + s.ent_x.clamp(0, 9)) * 4 + torch.where(s.gold, 3, 1)
-    back = torch.where(s.right, s.ent_x - 1, s.ent_x + 1)
-    shown = s.alive & (back >= 0) & (back <= 9)
-    trail = (rows * 10 + back.clamp(0, 9)) * 4 + 2
-    index = torch.cat((player[:, None], entity, trail), dim=1)  # (N, 17)
-    one = torch.ones(n, 1, dtype=torch.uint8, device=dev)
-    value = torch.cat((one, s.alive.to(torch.uint8), shown.to(torch.uint8)), dim=1)
-    obs = torch.zeros(n, 400, dtype=torch.uint8, device=dev).scatter(1, index, value)
+    obs = obs.scatter(1, player.to(torch.int64)[:, None], torch.ones_like(obs[:, :1]))
     return obs.view(torch.bool).view(n, 10, 10, 4)
 
 

@@ -19,6 +19,8 @@ Deliberate differences:
   directions from the bits of another; the reference draws 16 numbers. Its
   ``sign(u - 0.5)`` also gives a car of speed 0 for ``u == 0.5`` exactly, which then
   crashes its ``state()``; here a direction is always -1 or +1.
+* The 8 cars are packed into int32 words (4 bits per car for column, timer and period, a
+  bit mask for the direction) instead of an (N, 8, 4) list.
 * As the reference, a finished game stays frozen (reward 0, terminal) if stepped again; this
   is only reachable with autoreset ``DISABLED``.
 """
@@ -41,45 +43,64 @@ TIME_LIMIT = 2500
 CHANNELS = ("chicken", "car", "speed1", "speed2", "speed3", "speed4", "speed5")
 
 
+I32 = torch.int32
+MASK32 = 0xFFFFFFFF
+
+
+def _nibble(packed: torch.Tensor, i: int | torch.Tensor) -> torch.Tensor:
+    """Field of car ``i`` (bits ``4i..4i+3``) of a packed int32 word, int32 0..15."""
+    return (packed >> (4 * i)) & 15
+
+
 class FreewayState(NamedTuple):
-    """Batched Freeway state; car ``i`` drives in row ``i + 1``."""
+    """Batched Freeway state, each field (N,) int32; car ``i`` drives in row ``i + 1``.
 
-    car_x: torch.Tensor  # (N, 8) int64 [col]
-    car_timer: torch.Tensor  # (N, 8) int64 [frames] until the car's next move
-    car_speed: torch.Tensor  # (N, 8) int64 signed period [frames/move]; sign = direction
-    pos: torch.Tensor  # (N,) int64 [row] of the chicken (column 4)
-    move_timer: torch.Tensor  # (N,) int64 [frames] until the chicken may move
-    time_left: torch.Tensor  # (N,) int64 [frames], the reference's terminate_timer
-    terminal: torch.Tensor  # (N,) bool: game over
+    The 8 cars are packed per env: bits ``4i..4i+3`` of ``car_x``, ``car_timer`` and
+    ``car_period`` and bit ``i`` of ``car_left`` belong to car ``i``. Everything is an int32
+    column so that the compiled step is one vectorised loop over envs.
+    """
+
+    car_x: torch.Tensor  # 8 packed 4-bit [col] (bit 31 = car 7's top bit)
+    car_timer: torch.Tensor  # 8 packed 4-bit [frames] until the car's next move
+    car_period: torch.Tensor  # 8 packed 4-bit [frames/move] 1..5, the reference's |speed|
+    car_left: torch.Tensor  # bit mask: the car moves left (the reference's speed < 0)
+    pos: torch.Tensor  # [row] of the chicken (column 4)
+    move_timer: torch.Tensor  # [frames] until the chicken may move
+    time_left: torch.Tensor  # [frames], the reference's terminate_timer
+    terminal: torch.Tensor  # 0/1: game over
 
 
-#: Place values of the 8 base-5 digits that encode the car periods.
-_DIGITS = tuple(5**i for i in range(8))
+def car_draws(rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
+    """Packed car periods ``randint(1, 6, 8)`` and the left mask, each (N,) int32.
 
-
-def car_draws(rng: Rng) -> torch.Tensor:
-    """(N, 8) int64 signed car periods: ``randint(1, 6, 8)`` times a random sign."""
+    The periods are the 8 base-5 digits of ``code = (word * 5**8) >> 32``, car ``i`` taking
+    the digit of place ``5**i``; they are peeled off most significant first as the leading
+    base-5 digits of ``word / 2**32`` (multiply by 5, take the integer part), which needs
+    no division.
+    """
     words = rng.bits(2)
-    code = (words[:, :1] * 5**8) >> 32  # uniform in [0, 5**8) up to 2**-13
-    place = torch.tensor(_DIGITS, device=words.device)
-    period = (code // place) % 5 + 1
-    left = ((words[:, 1:] >> torch.arange(8, device=words.device)) & 1) == 1
-    return torch.where(left, -period, period)
+    frac = words[:, 0]
+    period = torch.zeros_like(frac)
+    for i in reversed(range(8)):
+        frac = frac * 5
+        period = period | (((frac >> 32) + 1) << (4 * i))
+        frac = frac & MASK32
+    return period.to(I32), (words[:, 1] & 255).to(I32)
 
 
 def reset(params: MinAtarParams, rng: Rng) -> FreewayState:
     """N new games: cars in column 0 with random periods, chicken on row 9."""
-    speed = car_draws(rng)
-    n = speed.shape[0]
-    zero = torch.zeros(n, dtype=torch.int64, device=speed.device)
+    period, left = car_draws(rng)
+    zero = torch.zeros_like(period)
     return FreewayState(
-        car_x=torch.zeros_like(speed),
-        car_timer=speed.abs(),
-        car_speed=speed,
+        car_x=zero,
+        car_timer=period,
+        car_period=period,
+        car_left=left,
         pos=zero + 9,
         move_timer=zero + PLAYER_SPEED,
         time_left=zero + TIME_LIMIT,
-        terminal=zero.bool(),
+        terminal=zero,
     )
 
 
@@ -91,7 +112,7 @@ def step(
     Returns:
         ``(state, reward, terminal)``: reward (N,) float32, terminal (N,) bool.
     """
-    new_speed = car_draws(rng)
+    new_period, new_left = car_draws(rng)
     can_move = s.move_timer == 0
     up = can_move & (action == 2)
     down = can_move & (action == 4)
@@ -101,41 +122,59 @@ def step(
 
     scored = pos == 0
     pos = torch.where(scored, 9, pos)
-    speed = torch.where(scored[:, None], new_speed, s.car_speed)
-    timer = torch.where(scored[:, None], new_speed.abs(), s.car_timer)
+    period = torch.where(scored, new_period, s.car_period)
+    left = torch.where(scored, new_left, s.car_left)
+    timer = torch.where(scored, new_period, s.car_timer)
 
     # Cars: a car in the chicken's row hits it before or after its move (one car per row,
-    # so the reference's sequential loop and this batched form agree).
-    lane = torch.arange(1, 9, device=pos.device) == pos[:, None]  # (N, 8)
-    moves = timer == 0
-    x = torch.where(moves, (s.car_x + speed.sign()) % 10, s.car_x)
-    hit = lane & ((s.car_x == 4) | (moves & (x == 4)))
-    timer = torch.where(moves, speed.abs(), timer - 1)
-    pos = torch.where(hit.any(dim=1), 9, pos)
+    # so the reference's sequential loop and this per-car form agree).
+    car_x = torch.zeros_like(timer)
+    car_timer = torch.zeros_like(timer)
+    hit = torch.zeros_like(scored)
+    for i in range(8):
+        x, t = _nibble(s.car_x, i), _nibble(timer, i)
+        moves = t == 0
+        to_left = torch.where(x == 0, 9, x - 1)
+        to_right = torch.where(x == 9, 0, x + 1)
+        nx = torch.where(moves, torch.where(((left >> i) & 1) != 0, to_left, to_right), x)
+        hit = hit | ((pos == i + 1) & ((x == 4) | (moves & (nx == 4))))
+        car_x = car_x | (nx << (4 * i))
+        car_timer = car_timer | (torch.where(moves, _nibble(period, i), t - 1) << (4 * i))
+    pos = torch.where(hit, 9, pos)
 
     move_timer = (move_timer - 1).clamp(min=0)
     time_left = s.time_left - 1
-    nxt = FreewayState(x, timer, speed, pos, move_timer, time_left, time_left < 0)
-    done = s.terminal
+    nxt = FreewayState(
+        car_x, car_timer, period, left, pos, move_timer, time_left, (time_left < 0).to(I32)
+    )
+    done = s.terminal != 0
     nxt = select(done, s, nxt)
     reward = torch.where(scored & ~done, 1.0, 0.0)
-    return nxt, reward, nxt.terminal
+    return nxt, reward, nxt.terminal != 0
 
 
 def observation(params: MinAtarParams, s: FreewayState) -> torch.Tensor:
     """(N, 10, 10, 7) bool, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
 
-    Built by scattering the 17 set cells (chicken, 8 cars, 8 trails) into zeros, as uint8
-    viewed as bool (bool kernels are slower on CPU).
+    Built by scattering ones into zeros, as uint8 viewed as bool: 16 flat indices per env
+    (8 cars, 8 trails) from one broadcast expression over per-index tables (not a
+    concatenation of columns), then the chicken. Only 17 of 700 bytes are set, so a sparse
+    write beats computing every byte; 16 indices fill exactly one int32 vector.
     """
+    dev = s.pos.device
+    car = torch.arange(16, dtype=I32, device=dev) % 8  # index j: car j % 8
+    is_trail = torch.arange(16, dtype=I32, device=dev) >= 8  # j < 8: the car, else its trail
+    x = (s.car_x[:, None] >> (4 * car)) & 15  # (N, 16)
+    left = ((s.car_left[:, None] >> car) & 1) != 0
+    back = torch.where(left, torch.where(x == 9, 0, x + 1), torch.where(x == 0, 9, x - 1))
+    period = (s.car_period[:, None] >> (4 * car)) & 15
+    row = car + 1
+    index = torch.where(is_trail, (row * 10 + back) * 7 + 1 + period, (row * 10 + x) * 7 + 1)
     n = s.pos.shape[0]
-    rows = torch.arange(1, 9, device=s.pos.device)
+    obs = torch.zeros(n, 700, dtype=torch.uint8, device=dev)
+    obs = obs.scatter(1, index.to(torch.int64), torch.ones_like(obs[:, :16]))
     chicken = (s.pos * 10 + 4) * 7
-    car = (rows * 10 + s.car_x) * 7 + 1
-    back_x = (s.car_x - s.car_speed.sign()) % 10
-    trail = (rows * 10 + back_x) * 7 + 1 + s.car_speed.abs()  # channel speed1..speed5
-    index = torch.cat((chicken[:, None], car, trail), dim=1)  # (N, 17)
-    obs = torch.zeros(n, 700, dtype=torch.uint8, device=s.pos.device).scatter(1, index, 1)
+    obs = obs.scatter(1, chicken.to(torch.int64)[:, None], torch.ones_like(obs[:, :1]))
     return obs.view(torch.bool).view(n, 10, 10, 7)
 
 
