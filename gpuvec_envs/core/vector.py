@@ -25,6 +25,7 @@ from gymnasium.vector.utils import batch_space
 from torch.utils import _pytree as pytree
 
 from gpuvec_envs.core import fusion
+from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
 
@@ -357,6 +358,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
             raise ValueError(f"render_mode {render_mode!r} not in {modes}")
         self.num_envs = num_envs
         self.device = torch.device(device)
+        if self.device.type == "cpu":
+            retain_freed_memory()  # fresh step outputs must not page-fault every step
         self.dtype = as_dtype(dtype)
         self.autoreset_mode = as_autoreset_mode(autoreset_mode)
         self.validate = validate
