@@ -2,10 +2,15 @@
 
 Follows CleanRL's ``ppo.py`` (same agent, losses and default hyperparameters); the changes
 are the env (``gymnasium.make_vec("gpuvec/CartPole-v1", ...)``: a batch of envs stepped as
-tensors on the training device) and a loop that never leaves torch: actions go to
-``envs.step`` as tensors, and episode statistics stay on the device until one read per
-iteration. ``--env-backend gymnasium`` runs the same loop on gymnasium's ``SyncVectorEnv``
-(numpy, seen as tensors through ``to_torch``) for comparison.
+tensors on the training device) and a rollout that never leaves torch. By default the
+rollout is collected by :class:`gpuvec_envs.rollout.RolloutCollector`: the policy's forward
+pass, the action sampling and the env step run as one compiled call per step (one CUDA
+graph replay per rollout on a GPU), and the episode statistics are computed from the
+rollout's buffers in a few tensor ops. ``--rollout loop`` keeps CleanRL's step loop
+(``envs.step`` with tensors, :class:`RecordEpisodeStatistics` on the device), and
+``--env-backend gymnasium`` runs that same loop on gymnasium's ``SyncVectorEnv`` (numpy,
+seen as tensors through ``to_torch``) for comparison. The PPO update is the same code for
+all three.
 
 Run: ``python examples/cleanrl_ppo.py --total-timesteps 500000``
 (``--target-return 475`` stops at a mean episodic return of 475 and prints the time).
@@ -28,6 +33,7 @@ from torch.distributions.categorical import Categorical
 
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
 from gpuvec_envs.adapters.cleanrl import RecordEpisodeStatistics, episode_stats, to_torch
+from gpuvec_envs.rollout import RolloutCollector
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,6 +57,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("auto", "eager", "compile"),
         default="auto",
         help="gpuvec: run each env step eagerly or as one compiled graph",
+    )
+    p.add_argument(
+        "--rollout",
+        choices=("fused", "loop"),
+        default="fused",
+        help="gpuvec: collect with the fused rollout collector (policy + sampling + env step "
+        "in one compiled call per step) or with CleanRL's step loop (always for gymnasium)",
     )
     p.add_argument("--total-timesteps", type=int, default=500000)
     p.add_argument("--learning-rate", type=float, default=2.5e-4)
@@ -86,6 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def make_envs(args: argparse.Namespace, device: torch.device) -> gym.vector.VectorEnv:
     """A tensor vector env with episode statistics; SAME_STEP autoreset, as CleanRL assumes."""
     if args.env_backend == "gpuvec":
+        # the fused rollout reads the raw env (episode statistics come from its buffers)
         envs = gym.make_vec(
             f"gpuvec/{args.env_id}",
             num_envs=args.num_envs,
@@ -94,6 +108,8 @@ def make_envs(args: argparse.Namespace, device: torch.device) -> gym.vector.Vect
             backend=args.step_backend,
             validate=False,  # sampled actions are valid; skip the per-step range check
         )
+        if args.rollout == "fused":
+            return envs
         return RecordEpisodeStatistics(envs, buffer_length=args.return_window)
     envs = gym.make_vec(
         args.env_id,
@@ -140,6 +156,50 @@ class Agent(nn.Module):
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(x)
 
+    def act(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Sample an action for the fused rollout collector (compiles to one graph).
+
+        The same distribution as ``Categorical(logits).sample()`` (inverse CDF of one
+        uniform per env; ``torch.multinomial`` does not compile into a graph).
+        """
+        logp = torch.log_softmax(self.actor(x), dim=-1)
+        u = torch.rand(x.shape[0], 1, device=x.device, dtype=logp.dtype)
+        cdf = torch.cumsum(logp.exp(), dim=-1)
+        action = (cdf < u).sum(dim=-1).clamp_max(logp.shape[-1] - 1)
+        log_prob = torch.gather(logp, 1, action[:, None])[:, 0]
+        return {"action": action, "log_prob": log_prob, "value": self.critic(x)[:, 0]}
+
+
+def rollout_episode_stats(
+    rewards: torch.Tensor, dones: torch.Tensor, carry: tuple[torch.Tensor, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Episode returns and lengths of a whole (T, N) rollout at once (SAME_STEP autoreset).
+
+    What ``RecordEpisodeStatistics`` reports step by step, from the rollout's buffers in a
+    few tensor ops: an episode ends at step ``t`` of env ``n`` where ``dones[t, n]``; its
+    return sums the rewards since the previous ending (or since the rollout's start plus
+    the carried partial return). ``carry`` = (return float64 (N,), length int64 (N,)) of
+    the episodes still running at the rollout's start; the new carry is returned.
+
+    Returns:
+        ``(ep_returns (T, N) float64, ep_lengths (T, N) int64, mask (T, N) bool, carry)``,
+        zero where ``mask`` is False.
+    """
+    t_len = rewards.shape[0]
+    carry_r, carry_l = carry
+    steps = torch.arange(t_len, device=rewards.device)[:, None]  # (T, 1)
+    cum = carry_r + torch.cumsum(rewards.to(torch.float64), dim=0)  # return since the carry
+    last = torch.cummax(torch.where(dones, steps, -1), dim=0).values  # last ending <= t
+    prev = torch.cat((torch.full_like(last[:1], -1), last[:-1]))  # last ending < t
+    base = torch.where(prev >= 0, torch.gather(cum, 0, prev.clamp_min(0)), 0.0)
+    lengths = torch.where(prev >= 0, steps - prev, steps + 1 + carry_l)
+    ep_r = torch.where(dones, cum - base, 0.0)
+    ep_l = torch.where(dones, lengths, 0)
+    end = last[-1]
+    carry_r = cum[-1] - torch.where(end >= 0, cum.gather(0, end.clamp_min(0)[None])[0], 0.0)
+    carry_l = torch.where(end >= 0, t_len - 1 - end, carry_l + t_len)
+    return ep_r, ep_l, dones, (carry_r, carry_l)
+
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
@@ -176,6 +236,13 @@ def main(argv: list[str] | None = None) -> dict:
     ep_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
     ep_mask = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool, device=device)
     recent = collections.deque(maxlen=args.return_window)
+    fused = args.env_backend == "gpuvec" and args.rollout == "fused"
+    if fused:
+        collector = RolloutCollector(envs, agent.act, args.num_steps, backend=args.step_backend)
+        ep_carry = (
+            torch.zeros(args.num_envs, dtype=torch.float64, device=device),
+            torch.zeros(args.num_envs, dtype=torch.int64, device=device),
+        )
 
     global_step = 0
     start_time = time.time()
@@ -190,9 +257,24 @@ def main(argv: list[str] | None = None) -> dict:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
-        ep_mask.zero_()
+        if not fused:
+            ep_mask.zero_()
         t_rollout = time.process_time()
-        for step in range(args.num_steps):
+        if fused:  # one compiled policy + sampling + env step call per step
+            roll = collector.collect()
+            if iteration == 1:  # includes compiling the fused step
+                result["first_step_cpu_s"] = time.process_time() - t_rollout
+            global_step += args.num_steps * args.num_envs
+            done = roll.terminated | roll.truncated
+            obs, actions, rewards = roll.obs, roll.actions, roll.rewards
+            logprobs, values = roll.extras["log_prob"], roll.extras["value"]
+            dones[0] = next_done  # dones[t]: the episode ended before step t's observation
+            dones[1:] = done[:-1]
+            next_obs, next_done = roll.next_obs, done[-1].to(torch.float32)
+            ep_returns, ep_lengths, ep_mask, ep_carry = rollout_episode_stats(
+                rewards, done, ep_carry
+            )
+        for step in range(0 if fused else args.num_steps):
             global_step += args.num_envs
             obs[step] = next_obs
             dones[step] = next_done
@@ -355,7 +437,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"wall={result['wall_s']:.1f}s cpu={result['cpu_s']:.1f}s "
         f"mean_return(last {len(recent)})={result['mean_return']:.1f} "
         f"(CPU s: rollout {result['rollout_cpu_s']:.1f}, update {result['update_cpu_s']:.1f}, "
-        f"first env step {result.get('first_step_cpu_s', 0.0):.1f})"
+        f"first env step{' (fused rollout)' if fused else ''} "
+        f"{result.get('first_step_cpu_s', 0.0):.1f})"
     )
     envs.close()
     if writer is not None:

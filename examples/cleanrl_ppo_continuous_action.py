@@ -9,6 +9,13 @@ loop that never leaves torch. ``--env-backend gymnasium`` runs the same loop on 
 ``SyncVectorEnv`` with CleanRL's per-env numpy wrappers, seen as tensors through
 ``to_torch``.
 
+CleanRL wraps *each* env in gymnasium's single-env wrappers, so the tensor
+``NormalizeReward`` runs with ``per_env=True``: each env's discounted return runs on over
+a truncation (Pendulum only truncates, at 200 steps) and has its own variance, exactly as
+the per-env wrapper (gymnasium 0.29 and 1.x alike); gymnasium 1.x's *vector* wrapper would
+restart the return at every episode end. ``NormalizeObservation`` keeps one statistic
+over all envs, which equals CleanRL's per-env statistic for its default ``--num-envs 1``.
+
 Run: ``python examples/cleanrl_ppo_continuous_action.py`` (Pendulum-v1, 1M steps).
 """
 
@@ -110,7 +117,7 @@ def make_envs(args: argparse.Namespace, device: torch.device) -> gym.vector.Vect
         envs = ClipAction(envs)
         envs = NormalizeObservation(envs)
         envs = TransformObservation(envs, lambda obs: torch.clamp(obs, -10, 10))
-        envs = NormalizeReward(envs, gamma=args.gamma)
+        envs = NormalizeReward(envs, gamma=args.gamma, per_env=True)  # as CleanRL: per env
         return TransformReward(envs, lambda reward: torch.clamp(reward, -10, 10))
 
     def wrap(env: gym.Env) -> gym.Env:  # CleanRL's per-env numpy wrappers

@@ -123,6 +123,25 @@ class RunningMeanStd:
         self.var = m2 / tot
         self.count = tot
 
+    def update_each(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> None:
+        """Add one sample to each component's own statistics (a bank of scalar statistics).
+
+        ``x`` has the statistics' shape; component ``i`` is merged with the batch ``[x[i]]``
+        exactly as a scalar ``RunningMeanStd`` would be, and ``weight`` (same shape, bool or
+        0/1) skips the components where it is 0. :attr:`count` becomes per component.
+        """
+        x = x.to(self.dtype)
+        w = torch.ones_like(x) if weight is None else weight.to(self.dtype)
+        count = self.count.expand_as(self.mean)
+        delta = x - self.mean
+        tot = count + w
+        mean = self.mean + delta * w / tot
+        var = (self.var * count + torch.square(delta) * count * w / tot) / tot
+        keep = w == 0
+        self.mean = torch.where(keep, self.mean, mean)
+        self.var = torch.where(keep, self.var, var)
+        self.count = tot
+
 
 def _device_of(env: VectorEnv) -> torch.device:
     dev = getattr(env, "device", None)
@@ -432,24 +451,38 @@ class NormalizeReward(TensorWrapper):
     r"""Scale rewards by the running std of the discounted return, as gymnasium.
 
     Keeps the per-env discounted sum ``G <- gamma * (1 - terminated) * G + r`` and returns
-    ``r / sqrt(Var[G] + epsilon)``. As in gymnasium 1.4, the autoreset step after an ending
-    (``NEXT_STEP``/``DISABLED``) neither updates ``G`` nor the statistics, and in
-    ``SAME_STEP`` mode ``G`` restarts at 0 after an ending. The reward keeps its dtype.
+    ``r / sqrt(Var[G] + epsilon)``. In both modes below, the autoreset step after an ending
+    (``NEXT_STEP``/``DISABLED``) neither updates ``G`` nor the statistics. The reward keeps
+    its dtype.
+
+    * ``per_env=False`` (default): gymnasium 1.4's *vector* ``NormalizeReward``. One
+      variance over all envs' returns; in ``SAME_STEP`` mode ``G`` restarts at 0 after every
+      ending, and :meth:`reset` clears it.
+    * ``per_env=True``: a vector env of gymnasium's *single-env* ``NormalizeReward`` (one
+      wrapper per env, e.g. CleanRL's ``make_env`` in a ``SyncVectorEnv``; the single-env
+      wrapper is unchanged from gymnasium 0.29 to 1.4). Each env has its own variance, and
+      ``G`` is never restarted: it is multiplied by ``1 - terminated`` only, so after a
+      *truncation* (a time limit, e.g. every Pendulum episode) it runs on into the next
+      episode, and :meth:`reset` keeps it. For a continuing task this normalises by the
+      spread of a steady-state discounted return instead of one that restarts at 0.
 
     Args:
         env: A tensor vector env.
         gamma: Discount of the return, in [0, 1].
         epsilon: Added to the variance (> 0).
+        per_env: Mirror per-env single-env wrappers (see above) instead of the vector one.
     """
 
-    def __init__(self, env: VectorEnv, gamma: float = 0.99, epsilon: float = 1e-8) -> None:
+    def __init__(
+        self, env: VectorEnv, gamma: float = 0.99, epsilon: float = 1e-8, per_env: bool = False
+    ) -> None:
         if not 0 <= gamma <= 1:
             raise ValueError(f"gamma must be in [0, 1], got {gamma}")
         if epsilon <= 0:
             raise ValueError(f"epsilon must be > 0, got {epsilon}")
         super().__init__(env)
-        self.gamma, self.epsilon = gamma, epsilon
-        self.return_rms = RunningMeanStd((), self.device)
+        self.gamma, self.epsilon, self.per_env = gamma, epsilon, per_env
+        self.return_rms = RunningMeanStd((self.num_envs,) if per_env else (), self.device)
         self.accumulated_reward = torch.zeros(
             self.num_envs, dtype=self.return_rms.dtype, device=self.device
         )
@@ -462,11 +495,10 @@ class NormalizeReward(TensorWrapper):
         """Reset the env and the accumulated returns (of the masked envs)."""
         mask = reset_mask_of(options, self.device)
         if mask is None:
-            self.accumulated_reward = torch.zeros_like(self.accumulated_reward)
-            self._prev_dones = torch.zeros_like(self._prev_dones)
-        else:
+            mask = torch.ones_like(self._prev_dones)
+        if not self.per_env:  # the single-env wrapper keeps its return over a reset
             self.accumulated_reward = torch.where(mask, 0.0, self.accumulated_reward)
-            self._prev_dones = self._prev_dones & ~mask
+        self._prev_dones = self._prev_dones & ~mask
         return self.env.reset(seed=seed, options=options)
 
     def step(self, actions: Any) -> Step:
@@ -480,9 +512,12 @@ class NormalizeReward(TensorWrapper):
             active = ~self._prev_dones
             acc = torch.where(active, new, acc)
         if self.update_running_mean:
-            self.return_rms.update(acc, active)
+            if self.per_env:  # one sample per env, each into its own statistics
+                self.return_rms.update_each(acc, active)
+            else:
+                self.return_rms.update(acc, active)
         dones = terminated | truncated
-        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+        if self.autoreset_mode is AutoresetMode.SAME_STEP and not self.per_env:
             acc = torch.where(dones, 0.0, acc)
         self.accumulated_reward, self._prev_dones = acc, dones
         scale = torch.sqrt(self.return_rms.var + self.epsilon)

@@ -304,6 +304,92 @@ def test_normalize_reward_matches_gymnasium(mode):
     assert float(ours.return_rms.count) == pytest.approx(ref.return_rms.count)
 
 
+class ReplayOne(gym.Env):
+    """Env ``i`` of a recorded vector trajectory as a single env (for per-env wrappers).
+
+    Under a ``SyncVectorEnv`` of the same autoreset mode it sees exactly env ``i``'s steps:
+    in ``NEXT_STEP`` mode the vector env calls ``reset`` instead of ``step`` on the
+    autoreset step, so ``reset`` skips that recorded step (reward 0, no flags).
+    """
+
+    def __init__(self, replay: Replay, i: int):
+        self.observation_space = replay.single_observation_space
+        self.action_space = replay.single_action_space
+        self._replay, self._i, self._k = replay, i, 0
+
+    def reset(self, *, seed=None, options=None):
+        if self._k > 0 and self._replay.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP:
+            self._k += 1
+        return self._replay._reset_obs[self._i].copy(), {}
+
+    def step(self, action):
+        obs, rew, term, trunc, _ = self._replay._steps[self._k]
+        self._k += 1
+        i = self._i
+        return obs[i].copy(), float(rew[i]), bool(term[i]), bool(trunc[i]), {}
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+def test_normalize_reward_per_env_matches_gymnasium_single_env_wrappers(mode):
+    """``per_env=True`` is a SyncVectorEnv of gymnasium's single-env NormalizeReward.
+
+    That is CleanRL's setup (``make_env`` wraps each env). Its discounted return is never
+    restarted at a truncation (Counter's time limit truncates some episodes here; Pendulum
+    only truncates), it survives ``reset``, and each env has its own variance; gymnasium's
+    vector wrapper (the default) restarts the return and shares one variance.
+    """
+    acts = actions(t=60)
+    rec = record(mode, acts)
+    ref = gym.vector.SyncVectorEnv(
+        [lambda i=i: gym.wrappers.NormalizeReward(ReplayOne(rec, i), gamma=0.9) for i in range(N)],
+        autoreset_mode=mode,
+    )
+    ours = NormalizeReward(counter_env(mode), gamma=0.9, per_env=True)
+    shared = NormalizeReward(counter_env(mode), gamma=0.9)
+    ref.reset()
+    ours.reset(seed=7)
+    shared.reset(seed=7)
+    truncated_mid_return = False
+    for k in range(acts.shape[0]):
+        _, rr, term, trunc, _ = ref.step(acts[k])
+        _, orr, oterm, otrunc, _ = ours.step(torch.from_numpy(acts[k]))
+        _, srr, *_ = shared.step(torch.from_numpy(acts[k]))
+        np.testing.assert_array_equal(oterm.numpy(), term)
+        np.testing.assert_array_equal(otrunc.numpy(), trunc)
+        np.testing.assert_allclose(orr.numpy(), rr, rtol=1e-6)
+        g = np.array([e.discounted_reward[0] for e in ref.envs])
+        np.testing.assert_allclose(ours.accumulated_reward.numpy(), g, rtol=1e-9)
+        truncated_mid_return |= bool((trunc & (np.abs(g) > 0)).any())
+    for i, e in enumerate(ref.envs):
+        np.testing.assert_allclose(float(ours.return_rms.var[i]), e.return_rms.var, rtol=1e-9)
+        np.testing.assert_allclose(float(ours.return_rms.mean[i]), e.return_rms.mean, rtol=1e-9)
+        assert float(ours.return_rms.count[i]) == pytest.approx(e.return_rms.count)
+    assert truncated_mid_return  # a return did run on over a truncation
+    assert not np.allclose(srr.numpy(), orr.numpy())  # and the vector semantics differ
+    # a full reset keeps the per-env returns, as the single-env wrapper does
+    before = ours.accumulated_reward.clone()
+    ours.reset(seed=7)
+    assert torch.equal(ours.accumulated_reward, before)
+
+
+def test_running_mean_std_update_each_skips_zero_weights():
+    """update_each: one sample per component, as separate scalar statistics; weight 0 skips."""
+    rng = np.random.default_rng(3)
+    xs = rng.normal(size=(9, 3))
+    w = rng.uniform(size=(9, 3)) < 0.6
+    ours = RunningMeanStd((3,), "cpu")
+    refs = [NpRunningMeanStd(shape=()) for _ in range(3)]
+    for x, wk in zip(xs, w, strict=True):
+        ours.update_each(torch.from_numpy(x), torch.from_numpy(wk))
+        for i in range(3):
+            if wk[i]:
+                refs[i].update(np.array([x[i]]))
+    for i in range(3):
+        assert float(ours.mean[i]) == pytest.approx(refs[i].mean, rel=1e-12)
+        assert float(ours.var[i]) == pytest.approx(refs[i].var, rel=1e-12)
+        assert float(ours.count[i]) == pytest.approx(refs[i].count, rel=1e-12)
+
+
 # -- action, transform and flatten wrappers ------------------------------------------------
 def test_clip_and_rescale_action_match_gymnasium():
     raw = counter_env(AutoresetMode.NEXT_STEP)
