@@ -284,13 +284,13 @@ class SB3VecEnv(VecEnv):
         if self._monitor:
             self._ep_returns += rewards
             self._ep_lengths += 1
-        for i in finished.tolist():
-            infos[i] = {
-                "terminal_observation": final_obs[i],
-                "TimeLimit.truncated": bool(truncated[i] and not terminated[i]),
-            }
-        if self._monitor and finished.size:
-            self._add_episodes(finished, infos)
+        if finished.size:
+            index = finished.tolist()
+            time_limit = (truncated[finished] & ~terminated[finished]).tolist()
+            for i, limit in zip(index, time_limit, strict=True):
+                infos[i] = {"terminal_observation": final_obs[i], "TimeLimit.truncated": limit}
+            if self._monitor:
+                self._add_episodes(finished, index, infos)
         return obs, rewards, dones, infos
 
     def close(self) -> None:
@@ -388,16 +388,18 @@ class SB3VecEnv(VecEnv):
             return to_host(*tensors)
         return [np.ascontiguousarray(t.numpy()) for t in tensors]
 
-    def _add_episodes(self, finished: np.ndarray, infos: list[dict[str, Any]]) -> None:
+    def _add_episodes(
+        self, finished: np.ndarray, index: list[int], infos: list[dict[str, Any]]
+    ) -> None:
         """Add ``"episode"`` to the infos of the finished envs and restart their counters."""
         t = round(time.time() - self._t_start, 6)
         returns = self._ep_returns[finished].tolist()
         lengths = self._ep_lengths[finished].tolist()
-        for i, r, length in zip(finished.tolist(), returns, lengths, strict=True):
-            episode = {"r": round(r, 6), "l": length, "t": t}
-            infos[i]["episode"] = episode
-            if self._results_writer is not None:
-                self._results_writer.write_row(episode)
+        for i, r, length in zip(index, returns, lengths, strict=True):
+            infos[i]["episode"] = {"r": round(r, 6), "l": length, "t": t}
+        if self._results_writer is not None:
+            for i in index:
+                self._results_writer.write_row(infos[i]["episode"])
         self._ep_returns[finished] = 0.0
         self._ep_lengths[finished] = 0
 
