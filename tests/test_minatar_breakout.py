@@ -114,8 +114,7 @@ def test_wall_refills_when_cleared() -> None:
     assert d.rewards == 1
 
 
-# Compiling this step takes ~30 s of CPU (1-2.5 min wall on a busy 2-core CPU): `-m slow`.
-@pytest.mark.slow
+# Compiles the step once: ~25-30 s on an idle 2-core CPU.
 def test_compiled_matches_eager() -> None:
     compare_backends(Breakout(), 16, 300)
 

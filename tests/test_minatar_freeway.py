@@ -139,8 +139,7 @@ def test_time_limit_terminates() -> None:
     assert d.terminations == 2
 
 
-# Compiling this step takes ~30 s of CPU (1-2.5 min wall on a busy 2-core CPU): `-m slow`.
-@pytest.mark.slow
+# Compiles the step once: ~25-30 s on an idle 2-core CPU.
 def test_compiled_matches_eager() -> None:
     def near_the_end(game: FreewayState) -> FreewayState:  # games end within 300 steps
         return game._replace(time_left=torch.arange(16, dtype=torch.int32) * 15)

@@ -239,8 +239,7 @@ def test_parity_crowded_surface_and_disabled_autoreset() -> None:
     assert d.terminations > 0  # frozen games repeat terminal=True with reward 0
 
 
-# Compiling this game's step took 45-110 s on the loaded 2-core CI machine (N=8): `-m slow`.
-@pytest.mark.slow
+# Compiles the step once: ~25-30 s on an idle 2-core CPU.
 def test_eager_and_compiled_agree() -> None:
     kw = dict(num_envs=8, validate=False)
     eager = GpuVecEnv(Seaquest(), backend="eager", **kw)
