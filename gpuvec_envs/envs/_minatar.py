@@ -25,6 +25,13 @@ from gpuvec_envs.core.rng import Rng
 #: minatar's ``action_map``: index -> meaning.
 ACTIONS = ("n", "l", "u", "r", "d", "f")
 
+# 10x10 bitboards (Space Invaders' maps, Seaquest's bullets): a map is two int64 words,
+# ``lo`` = rows 0-4 and ``hi`` = rows 5-9, bit ``10 (row % 5) + col`` set where occupied.
+ROW = (1 << 10) - 1  # one row of a word
+WORD = (1 << 50) - 1  # five rows
+COL0 = sum(1 << (10 * k) for k in range(5))  # column 0 of the five rows of a word
+COL9 = COL0 << 9
+
 
 @dataclasses.dataclass(frozen=True)
 class MinAtarParams:

@@ -71,8 +71,7 @@ import torch
 
 from gpuvec_envs.core.env import select
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._minatar import MinAtarEnv, MinAtarParams
-from gpuvec_envs.envs.minatar_space_invaders import COL0, COL9, WORD
+from gpuvec_envs.envs._minatar import COL0, COL9, WORD, MinAtarEnv, MinAtarParams
 
 #: Observation channels, in minatar's order ("guage" sic).
 CHANNELS = (

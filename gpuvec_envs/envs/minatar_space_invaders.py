@@ -30,7 +30,7 @@ import torch
 
 from gpuvec_envs.core.env import select
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._minatar import MinAtarEnv, MinAtarParams
+from gpuvec_envs.envs._minatar import COL0, COL9, ROW, WORD, MinAtarEnv, MinAtarParams
 
 #: Observation channels, in minatar's order.
 CHANNELS = ("cannon", "alien", "alien_left", "alien_right", "friendly_bullet", "enemy_bullet")
@@ -38,10 +38,6 @@ SHOT_COOL_DOWN = 5  # [steps] between the cannon's shots
 ENEMY_MOVE_INTERVAL = 12  # [steps] initial alien move interval
 ENEMY_SHOT_INTERVAL = 10  # [steps] between alien shots
 MIN_MOVE_INTERVAL = 6  # ramping stops at this move interval
-ROW = (1 << 10) - 1  # one row of a map word
-WORD = (1 << 50) - 1  # five rows
-COL0 = sum(1 << (10 * k) for k in range(5))  # column 0 of the five rows of a word
-COL9 = COL0 << 9
 #: A fresh wave (rows 0-3, columns 2-7) as a ``lo`` word.
 WAVE_LO = sum(0b0011111100 << (10 * k) for k in range(4))
 
