@@ -454,15 +454,18 @@ def test_cartpole_rgb_array_render_follows_the_state() -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
 def test_cpu_steps_reuse_freed_memory_instead_of_page_faulting() -> None:
-    """Fresh outputs reuse the previous step's freed memory (~500 faults/step without)."""
+    """Fresh outputs reuse the previous step's freed memory (~500 faults/step without, ~6 with).
+
+    The bound leaves room for a test process whose heap is already fragmented (51 seen).
+    """
     env = make("gpuvec/CartPole-v1", 65536, backend="eager", validate=False)
     if not retain_freed_memory():
         pytest.skip("not glibc, or GPUVEC_RETAIN_MEMORY=0")
     env.reset(seed=0)
     action = torch.zeros(65536, dtype=torch.int64)
-    for _ in range(5):
+    for _ in range(30):
         env.step(action)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(20):
+    for _ in range(30):
         env.step(action)
-    assert (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20 < 50
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 30 < 150
