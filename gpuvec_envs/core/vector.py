@@ -37,7 +37,7 @@ class ShellState(NamedTuple):
     """Everything the shell carries between steps, each with leading batch dimension N."""
 
     env: Any  # the env's own NamedTuple of (N, ...) tensors
-    elapsed: torch.Tensor  # (N,) int64, simulation steps since the last reset
+    elapsed: torch.Tensor  # (N,) int32, simulation steps since the last reset
     counter: torch.Tensor  # (N,) int64, RNG draw counter
     key0: torch.Tensor  # (N,) int64, RNG key word (from the seed)
     key1: torch.Tensor  # (N,) int64, RNG key word (from the seed)
@@ -346,10 +346,11 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
         if max_episode_steps is not None and (
-            not isinstance(max_episode_steps, int) or max_episode_steps < 1
+            not isinstance(max_episode_steps, int) or not 1 <= max_episode_steps < 2**31
         ):
             raise ValueError(
-                f"max_episode_steps must be a positive int or None, got {max_episode_steps!r}"
+                "max_episode_steps must be an int in [1, 2**31) or None, got "
+                f"{max_episode_steps!r}"
             )
         if not isinstance(frame_skip, int) or frame_skip < 1:
             raise ValueError(f"frame_skip must be a positive int, got {frame_skip!r}")
@@ -473,8 +474,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
             key0, key1, counter = old.key0, old.key1, old.counter
         rng = Rng(key0, key1, counter, RESET)
         fresh = contiguous(self.env_def.reset(self.params, rng, self.dtype, options or None))
-        zeros = torch.zeros(n, dtype=torch.int64, device=dev)
-        state = ShellState(fresh, zeros, counter + 1, key0, key1, zeros.to(torch.int32))
+        zeros = torch.zeros(n, dtype=torch.int32, device=dev)
+        state = ShellState(fresh, zeros, counter + 1, key0, key1, zeros.clone())
         if old is not None and mask is not None:
             state = select(mask, state, old)
         self._state = state
