@@ -252,12 +252,15 @@ def compare_backends(
     steps: int,
     seed: int = 0,
     prepare: Callable[[Any], Any] | None = None,
+    sample: Callable[[torch.Generator, torch.Tensor], torch.Tensor] | None = None,
+    min_dones: int = 1,
 ) -> GpuVecEnv:
     """Step an eager and a compiled env (``n`` envs) alike; assert bitwise equal outputs.
 
     ``prepare(game_state) -> game_state`` may edit the state after the reset (e.g. so that
-    episodes end within ``steps``). Returns the compiled env (one graph, NEXT_STEP
-    autoreset) for further checks.
+    episodes end within ``steps``); ``sample(gen, uniform_actions) -> actions`` may bias the
+    actions. At least ``min_dones`` episodes must end. Returns the compiled env (one graph,
+    NEXT_STEP autoreset) for further checks.
     """
     eager = GpuVecEnv(env_def, n, backend="eager")
     compiled = GpuVecEnv(env_def, n, backend="compile")
@@ -271,6 +274,8 @@ def compare_backends(
     dones = 0
     for t in range(steps):
         action = torch.randint(0, n_actions, (n,), generator=gen)
+        if sample is not None:
+            action = sample(gen, action)
         out_e = eager.step(action)
         out_c = compiled.step(action)
         assert compiled.backend == "compile"
@@ -278,7 +283,7 @@ def compare_backends(
         for name, x, y in zip(names, out_e, out_c, strict=False):
             assert x.dtype == y.dtype and torch.equal(x, y), f"{name} differs at step {t}"
         dones += int(out_e[2].sum())
-    assert dones > 0, "no episode ended: the comparison missed the autoreset path"
+    assert dones >= min_dones, f"{dones} episodes ended: too few for the autoreset path"
     leaves = torch.utils._pytree.tree_leaves
     for x, y in zip(leaves(eager.state), leaves(compiled.state), strict=True):
         assert torch.equal(x, y)

@@ -336,6 +336,10 @@ def test_rng_streams_depend_only_on_seed_and_counter() -> None:
     r = Rng(k0, k1, counter, STEP).randint(6, 2000)
     assert set(r.unique().tolist()) == set(range(6))
     assert len(set(k0.tolist())) == 64
+    for p in (0.0, 0.1, 1 / 3, 0.5, 2**-24, 1.0):
+        draws = Rng(k0, k1, counter, STEP)
+        expected = Rng(k0, k1, counter, STEP).uniform(500, dtype=torch.float64) < p
+        assert torch.equal(draws.bernoulli(p, 500), expected), p
 
 
 def test_rng_bitwise_equal_eager_and_compiled() -> None:

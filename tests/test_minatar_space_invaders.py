@@ -12,10 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from minatar_common import ParityDriver, check_registered
+from minatar_common import ParityDriver, check_registered, compare_backends
 
 import gpuvec_envs  # noqa: F401  (registers the IDs)
-from gpuvec_envs.core.vector import GpuVecEnv
 from gpuvec_envs.envs.minatar_space_invaders import SpaceInvaders, SpaceInvadersState
 
 MAPS = {"f": "f_bullet_map", "e": "e_bullet_map", "a": "alien_map"}
@@ -145,23 +144,7 @@ def test_finished_games_stay_frozen() -> None:
 
 
 def test_eager_and_compiled_agree() -> None:
-    kw = dict(num_envs=8, validate=False)
-    eager = GpuVecEnv(SpaceInvaders(), backend="eager", **kw)
-    comp = GpuVecEnv(SpaceInvaders(), backend="compile", **kw)
-    oe, _ = eager.reset(seed=4)
-    oc, _ = comp.reset(seed=4)
-    assert torch.equal(oe, oc)
-    gen = torch.Generator().manual_seed(0)
-    done = 0
-    for _ in range(300):
-        a = torch.randint(0, 6, (8,), generator=gen)
-        re, rc = eager.step(a), comp.step(a)
-        for x, y in zip(re[:4], rc[:4], strict=True):
-            assert torch.equal(x, y)
-        done += int(re[2].sum())
-    assert comp.backend == "compile" and done > 5
-    for x, y in zip(eager.state.env.game, comp.state.env.game, strict=True):
-        assert torch.equal(x, y)
+    compare_backends(SpaceInvaders(), 8, 300, seed=4, min_dones=6)
 
 
 @pytest.mark.parametrize("version", ["v0", "v1"])

@@ -10,6 +10,7 @@ Uniform floats carry 24 random bits, exact in float32 and float64 alike.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -142,6 +143,11 @@ class Rng:
         return self._draw(shape, lambda b: (b * high) >> 32)
 
     def bernoulli(self, p: float, *shape: int) -> torch.Tensor:
-        """Shape (N, *shape) bool, True with probability ``p`` (to 2**-24)."""
-        threshold = int(round(p * (1 << 24)))
+        """Shape (N, *shape) bool: exactly ``uniform(*shape) < p`` of the same draws.
+
+        An integer test on the uniform's 24 bits (``k / 2**24 < p`` iff
+        ``k < ceil(p * 2**24)``), so no float compare is needed and the result does not
+        depend on the float dtype.
+        """
+        threshold = math.ceil(p * (1 << 24))
         return self._draw(shape, lambda b: (b >> 8) < threshold)

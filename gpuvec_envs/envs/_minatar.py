@@ -13,7 +13,6 @@ across resets of the same ``Environment`` object).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
@@ -104,8 +103,7 @@ class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
             for i, a in enumerate(self.minimal_actions):
                 if a != i:
                     full = torch.where(action == i, a, full)
-        # ``uniform(dtype=float64) < p`` as an exact integer test on the same 24 bits.
-        sticky = (rng.bits() >> 8) < math.ceil(params.sticky_action_prob * (1 << 24))
+        sticky = rng.bernoulli(params.sticky_action_prob)  # == uniform() < p, exactly
         full = torch.where(sticky, state.last_action, full)
         game, reward, terminal = self.game_step(params, state.game, full, rng)
         return MinAtarState(game, full), reward, terminal
