@@ -268,3 +268,36 @@ class RolloutCollector:
             run()
         self._graph = graph
         self.kind = "cuda_graph"
+
+
+def rollout_episode_stats(
+    rewards: torch.Tensor, dones: torch.Tensor, carry: tuple[torch.Tensor, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Episode returns and lengths of a whole (T, N) rollout at once (SAME_STEP autoreset).
+
+    For a :class:`Rollout` of a ``SAME_STEP`` env, with ``dones = terminated | truncated``
+    (in ``NEXT_STEP`` mode the autoreset step would count as the next episode's first).
+    What ``RecordEpisodeStatistics`` reports step by step, from the rollout's buffers in a
+    few tensor ops: an episode ends at step ``t`` of env ``n`` where ``dones[t, n]``; its
+    return sums the rewards since the previous ending (or since the rollout's start plus
+    the carried partial return). ``carry`` = (return float64 (N,), length int64 (N,)) of
+    the episodes still running at the rollout's start; the new carry is returned.
+
+    Returns:
+        ``(ep_returns (T, N) float64, ep_lengths (T, N) int64, mask (T, N) bool, carry)``,
+        zero where ``mask`` is False.
+    """
+    t_len = rewards.shape[0]
+    carry_r, carry_l = carry
+    steps = torch.arange(t_len, device=rewards.device)[:, None]  # (T, 1)
+    cum = carry_r + torch.cumsum(rewards.to(torch.float64), dim=0)  # return since the carry
+    last = torch.cummax(torch.where(dones, steps, -1), dim=0).values  # last ending <= t
+    prev = torch.cat((torch.full_like(last[:1], -1), last[:-1]))  # last ending < t
+    base = torch.where(prev >= 0, torch.gather(cum, 0, prev.clamp_min(0)), 0.0)
+    lengths = torch.where(prev >= 0, steps - prev, steps + 1 + carry_l)
+    ep_r = torch.where(dones, cum - base, 0.0)
+    ep_l = torch.where(dones, lengths, 0)
+    end = last[-1]
+    carry_r = cum[-1] - torch.where(end >= 0, cum.gather(0, end.clamp_min(0)[None])[0], 0.0)
+    carry_l = torch.where(end >= 0, t_len - 1 - end, carry_l + t_len)
+    return ep_r, ep_l, dones, (carry_r, carry_l)

@@ -28,7 +28,8 @@ def test_rollout_episode_stats_match_step_by_step_accounting():
     returns carry over from one rollout to the next.
     """
     torch = pytest.importorskip("torch")
-    stats = load("cleanrl_ppo").rollout_episode_stats
+    from gpuvec_envs.rollout import rollout_episode_stats as stats
+
     gen = torch.Generator().manual_seed(0)
     t_len, n = 7, 5
     carry = (torch.zeros(n, dtype=torch.float64), torch.zeros(n, dtype=torch.int64))

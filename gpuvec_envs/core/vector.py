@@ -349,8 +349,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             not isinstance(max_episode_steps, int) or not 1 <= max_episode_steps < 2**31
         ):
             raise ValueError(
-                "max_episode_steps must be an int in [1, 2**31) or None, got "
-                f"{max_episode_steps!r}"
+                f"max_episode_steps must be an int in [1, 2**31) or None, got {max_episode_steps!r}"
             )
         if not isinstance(frame_skip, int) or frame_skip < 1:
             raise ValueError(f"frame_skip must be a positive int, got {frame_skip!r}")
