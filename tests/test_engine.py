@@ -385,6 +385,55 @@ def test_compiled_cartpole_is_one_graph_without_recompiles() -> None:
         assert compiled_graphs() - before == 1
 
 
+def _count_steps(out, extra):  # noqa: ANN001, ANN202 - a post function for GpuVecEnv.fuse
+    (count,) = extra
+    count = count + 1
+    done = (out.terminated | out.truncated) != 0
+    return (torch.where(done, 0, count),), (out.obs, out.reward * 2, count)
+
+
+@pytest.mark.parametrize("backend", ["eager", "compile"])
+def test_fuse_runs_a_post_function_in_the_step(backend: str) -> None:
+    """fuse(post) steps as step() does, carries post's state and follows set_params.
+
+    The reference is an eager env: equal bit for bit to an eager fused step, and to float32
+    rounding to a compiled one (inductor may contract a*b+c into an FMA).
+    """
+    kw = dict(autoreset_mode="same_step", max_episode_steps=15, validate=False)
+    plain = make("gpuvec/CartPole-v1", 16, backend="eager", **kw)
+    env = make("gpuvec/CartPole-v1", 16, backend=backend, **kw)
+    fused = env.fuse(_count_steps)
+    plain.reset(seed=3)
+    env.reset(seed=3)
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+        if backend == "eager" or not a.is_floating_point():
+            return torch.equal(a, b)
+        return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+    extra = (torch.zeros(16, dtype=torch.int64),)
+    length = torch.zeros(16, dtype=torch.int64)
+    ends = 0
+    for t in range(40):
+        if t == 25:  # new params: the fused step must use them too
+            plain.set_params(masspole=0.4)
+            env.set_params(masspole=0.4)
+        action = sample_actions(env, t)
+        obs, reward, term, trunc, _ = plain.step(action)
+        length += 1
+        extra, (f_obs, f_reward2, f_count) = fused(extra, env.prepare_action(action))
+        assert same(f_obs, obs) and same(f_reward2, reward * 2)
+        assert torch.equal(f_count, length)  # the count includes this step
+        length[term | trunc] = 0
+        ends += int((term | trunc).sum())
+        assert torch.equal(extra[0], length)
+        leaves = zip(pytree.tree_leaves(env.state), pytree.tree_leaves(plain.state), strict=True)
+        assert all(same(a, b) for a, b in leaves)
+        if backend == "compile":  # keep the trajectories identical despite rounding
+            plain.set_env_state(env.state.env)
+    assert ends >= 16  # every env ended at least once (time limit 15)
+
+
 def test_compile_failure_falls_back_to_eager_with_warning() -> None:
     def impure(x: torch.Tensor) -> torch.Tensor:
         if x.sum().item() > 0:  # a host sync: a graph break, fatal under fullgraph=True

@@ -50,7 +50,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (
     VecEnvStepReturn,
 )
 
-from gpuvec_envs.core.vector import GpuVecEnv, as_autoreset_mode
+from gpuvec_envs.core.vector import GpuVecEnv, StepOut, as_autoreset_mode
 from gpuvec_envs.registry import entry
 
 __all__ = ["SB3VecEnv", "make_sb3_vec_env"]
@@ -146,6 +146,34 @@ def to_host(*tensors: torch.Tensor) -> list[np.ndarray]:
     return out
 
 
+def step_outputs(
+    out: StepOut, episode: tuple[torch.Tensor, ...]
+) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """Everything SB3's ``step_wait`` needs from a SAME_STEP step, inside the step's graph.
+
+    Args:
+        out: The step's outputs.
+        episode: ``()``, or the running episode ``(return (N,) float64, length (N,) int64)``
+            of every env (with ``monitor``).
+
+    Returns:
+        ``(episode, outputs)``: the new running episode (zero where an episode ended), and
+        ``(obs (2, N, *obs_shape): [obs, final obs], flags (2, N) uint8: [done,
+        truncated and not terminated], reward (N,) float32)`` followed, with ``episode``,
+        by the return and length each env's episode reached at this step.
+    """
+    terminated, truncated = out.terminated != 0, out.truncated != 0
+    done = terminated | truncated
+    flags = torch.stack((done, truncated & ~terminated)).to(torch.uint8)
+    outputs = (torch.stack((out.obs, out.final_obs)), flags, out.reward.to(torch.float32))
+    if not episode:
+        return episode, outputs
+    ep_return = episode[0] + out.reward.to(episode[0].dtype)
+    ep_length = episode[1] + 1
+    restarted = (torch.where(done, 0.0, ep_return), torch.where(done, 0, ep_length))
+    return restarted, (*outputs, ep_return, ep_length)
+
+
 class SB3VecEnv(VecEnv):
     """A :class:`~gpuvec_envs.core.vector.GpuVecEnv` as a Stable-Baselines3 ``VecEnv``.
 
@@ -189,8 +217,8 @@ class SB3VecEnv(VecEnv):
         self._actions: torch.Tensor | None = None
         self._monitor = monitor
         self._t_start = time.time()
-        self._ep_returns = np.zeros(self.num_envs, dtype=np.float64)
-        self._ep_lengths = np.zeros(self.num_envs, dtype=np.int64)
+        # running episode return and length per env, carried through the fused step
+        self._episode: tuple[torch.Tensor, ...] = ()
         self._results_writer: ResultsWriter | None = None
         if monitor_file is not None:
             env_id = venv.spec.id if venv.spec is not None else type(venv.env_def).__name__
@@ -201,6 +229,8 @@ class SB3VecEnv(VecEnv):
         self._discrete_n = int(space.n) if isinstance(space, spaces.Discrete) else None
         # CPU tensors are read in place; other devices pack every output into one copy
         self._pack = venv.device.type != "cpu"
+        # the step and all per-step array work below (flags, casts, episode statistics)
+        self._fused_step = venv.fuse(step_outputs)
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -231,8 +261,13 @@ class SB3VecEnv(VecEnv):
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(n)]
-        self._ep_returns[:] = 0.0
-        self._ep_lengths[:] = 0
+        if self._monitor:
+            dev = self.venv.device
+            ret_dtype = torch.float32 if dev.type == "mps" else torch.float64
+            self._episode = (
+                torch.zeros(n, dtype=ret_dtype, device=dev),
+                torch.zeros(n, dtype=torch.int64, device=dev),
+            )
         (obs,) = self._to_numpy(obs_t)
         return obs
 
@@ -253,7 +288,8 @@ class SB3VecEnv(VecEnv):
                 arr = arr.reshape(n)
             if arr.dtype.kind not in "iu":
                 raise TypeError(f"{self.action_space} expects integer actions, got {arr.dtype}")
-            if arr.shape == (n,) and n and (arr.min() < 0 or arr.max() >= self._discrete_n):
+            # one reduction: viewed as unsigned, a negative action is a huge one
+            if arr.shape == (n,) and n and arr.view(f"u{arr.itemsize}").max() >= self._discrete_n:
                 i = int(np.flatnonzero((arr < 0) | (arr >= self._discrete_n))[0])
                 raise ValueError(f"action {arr[i]} of env {i} is outside [0, {self._discrete_n})")
         elif arr.dtype.kind == "f" and not np.isfinite(arr).all():
@@ -273,24 +309,21 @@ class SB3VecEnv(VecEnv):
         """
         if self._actions is None:
             raise RuntimeError("call step_async() before step_wait()")
-        obs_t, rew_t, term_t, trunc_t, info = self.venv.step_prepared(self._actions)
+        self._episode, outputs = self._fused_step(self._episode, self._actions)
         self._actions = None
-        obs, final_obs, rewards, terminated, truncated = self._to_numpy(
-            obs_t, info["final_obs"], rew_t.to(torch.float32), term_t, trunc_t
-        )
-        dones = terminated | truncated
+        obs_pair, flags, rewards, *episode = self._to_numpy(*outputs)
+        obs, final_obs = obs_pair[0], obs_pair[1]
+        dones, time_limit = flags.view(np.bool_)
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         finished = np.flatnonzero(dones)
-        if self._monitor:
-            self._ep_returns += rewards
-            self._ep_lengths += 1
         if finished.size:
             index = finished.tolist()
-            time_limit = (truncated[finished] & ~terminated[finished]).tolist()
-            for i, limit in zip(index, time_limit, strict=True):
-                infos[i] = {"terminal_observation": final_obs[i], "TimeLimit.truncated": limit}
+            limits = time_limit[finished].tolist()
             if self._monitor:
-                self._add_episodes(finished, index, infos)
+                self._add_episodes(finished, index, limits, final_obs, episode, infos)
+            else:
+                for i, limit in zip(index, limits, strict=True):
+                    infos[i] = {"terminal_observation": final_obs[i], "TimeLimit.truncated": limit}
         return obs, rewards, dones, infos
 
     def close(self) -> None:
@@ -386,22 +419,30 @@ class SB3VecEnv(VecEnv):
         """Host arrays of a step's outputs: one packed copy, or views of fresh CPU tensors."""
         if self._pack:
             return to_host(*tensors)
-        return [np.ascontiguousarray(t.numpy()) for t in tensors]
+        return [np.ascontiguousarray(t.numpy()) for t in tensors]  # no copy if contiguous
 
     def _add_episodes(
-        self, finished: np.ndarray, index: list[int], infos: list[dict[str, Any]]
+        self,
+        finished: np.ndarray,
+        index: list[int],
+        limits: list[bool],
+        final_obs: np.ndarray,
+        episode: list[np.ndarray],
+        infos: list[dict[str, Any]],
     ) -> None:
-        """Add ``"episode"`` to the infos of the finished envs and restart their counters."""
+        """Fill the infos of the finished envs, ``"episode"`` (as ``Monitor``) included."""
         t = round(time.time() - self._t_start, 6)
-        returns = self._ep_returns[finished].tolist()
-        lengths = self._ep_lengths[finished].tolist()
-        for i, r, length in zip(index, returns, lengths, strict=True):
-            infos[i]["episode"] = {"r": round(r, 6), "l": length, "t": t}
+        returns, lengths = (a[finished].tolist() for a in episode)
+        for i, limit, r, length in zip(index, limits, returns, lengths, strict=True):
+            infos[i] = {
+                "terminal_observation": final_obs[i],
+                "TimeLimit.truncated": limit,
+                # Monitor's round(r, 6), skipped where it is the identity (integral r)
+                "episode": {"r": r if r.is_integer() else round(r, 6), "l": length, "t": t},
+            }
         if self._results_writer is not None:
             for i in index:
                 self._results_writer.write_row(infos[i]["episode"])
-        self._ep_returns[finished] = 0.0
-        self._ep_lengths[finished] = 0
 
     def _param_fields(self) -> set[str]:
         return set(type(self.venv.params).__dataclass_fields__)

@@ -181,6 +181,24 @@ def pure_step(
     )
 
 
+def fused_post_step(
+    env_def: EnvDef,
+    params: Any,
+    cfg: StepConfig,
+    post: Callable[[StepOut, Any], tuple[Any, Any]],
+    carry: tuple[ShellState, Any],
+    action: torch.Tensor,
+) -> tuple[tuple[ShellState, Any], Any]:
+    """:func:`pure_step` followed by ``post(out, extra) -> (extra, result)`` (one graph).
+
+    ``carry = (shell_state, extra)``; returns ``((new_shell_state, new_extra), result)``.
+    """
+    state, extra = carry
+    out = pure_step(env_def, params, cfg, state, action)
+    extra, result = post(out, extra)
+    return (out.state, extra), result
+
+
 def contiguous(tree: Any) -> Any:
     """Contiguous copies of a pytree's tensors (compiled steps are specialised on strides)."""
     return pytree.tree_map(lambda t: t.clone(memory_format=torch.contiguous_format), tree)
@@ -517,6 +535,37 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 "_final_info": done,
             }
         return out.obs, out.reward, terminated, truncated, info
+
+    def fuse(
+        self, post: Callable[[StepOut, Any], tuple[Any, Any]]
+    ) -> Callable[[Any, torch.Tensor], tuple[Any, Any]]:
+        """A step with ``post`` applied to its outputs inside the same compiled call.
+
+        For adapters whose per-step bookkeeping (flags, casts, running episode statistics)
+        would otherwise be several small host-side ops: ``post(out, extra) -> (extra,
+        result)`` is a pure function of the step's :class:`StepOut` and of a carried pytree
+        ``extra`` of (N, ...) tensors owned by the caller. The returned function
+        ``f(extra, action) -> (extra, result)`` takes an action :meth:`prepare_action` has
+        returned, advances the env as :meth:`step_prepared` does, and runs on this env's
+        backend (recompiled if the params change). ``extra`` must keep its structure,
+        shapes, dtypes and strides from call to call.
+        """
+        backend: Backend | None = None
+        built_for: Any = None
+
+        def fused(extra: Any, action: torch.Tensor) -> tuple[Any, Any]:
+            nonlocal backend, built_for
+            if self._state is None:
+                raise RuntimeError("call reset() before step()")
+            if backend is None or built_for is not self.params:
+                tag = f"{type(self.env_def).__name__}_{id(self):x}_{id(post):x}"
+                bound = (self.env_def, self.params, self.cfg, post)
+                backend = Backend(fused_post_step, bound, self.backend, tag, state_first=True)
+                built_for = self.params
+            (self._state, extra), result = backend((self._state, extra), action)
+            return extra, result
+
+        return fused
 
     def render(self, indices: Sequence[int] | None = None) -> tuple[np.ndarray, ...] | None:
         """RGB frames (H, W, 3) uint8 of every env, or of ``indices``, in ``rgb_array`` mode.
