@@ -4,13 +4,16 @@ Follows CleanRL's ``ppo.py`` (same agent, losses and default hyperparameters); t
 are the env (``gymnasium.make_vec("gpuvec/CartPole-v1", ...)``: a batch of envs stepped as
 tensors on the training device) and a rollout that never leaves torch. By default the
 rollout is collected by :class:`gpuvec_envs.rollout.RolloutCollector`: the policy's forward
-pass, the action sampling and the env step run as one compiled call per step (one CUDA
-graph replay per rollout on a GPU), and the episode statistics are computed from the
-rollout's buffers in a few tensor ops. ``--rollout loop`` keeps CleanRL's step loop
-(``envs.step`` with tensors, :class:`RecordEpisodeStatistics` on the device), and
+pass, the action sampling and the env step of all ``--num-steps`` steps run as one
+compiled call on CPU (a ``scan`` loop; one CUDA graph replay per rollout on a GPU), and the
+episode statistics are computed from the rollout's buffers in a few tensor ops.
+``--rollout loop`` keeps CleanRL's step loop (``envs.step`` with tensors,
+:class:`RecordEpisodeStatistics` on the device), and
 ``--env-backend gymnasium`` runs that same loop on gymnasium's ``SyncVectorEnv`` (numpy,
 seen as tensors through ``to_torch``) for comparison. The PPO update is the same code for
-all three.
+all three: by default CleanRL's update math made fast (as LeanRL does): each minibatch step
+(forward, losses, backward, ``clip_grad_norm_``, Adam) is one compiled call, and the GAE
+loop is a few tensor ops; ``--no-compile-update`` runs CleanRL's eager update unchanged.
 
 Run: ``python examples/cleanrl_ppo.py --total-timesteps 500000``
 (``--target-return 475`` stops at a mean episodic return of 475 and prints the time).
@@ -22,17 +25,22 @@ import argparse
 import collections
 import random
 import time
+import warnings
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
+import torch.utils._pytree as pytree
 from gymnasium.vector import AutoresetMode
 from torch.distributions.categorical import Categorical
 
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
 from gpuvec_envs.adapters.cleanrl import RecordEpisodeStatistics, episode_stats, to_torch
+from gpuvec_envs.core.fusion import compile_flat
 from gpuvec_envs.rollout import RolloutCollector, rollout_episode_stats
 
 
@@ -64,6 +72,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="fused",
         help="gpuvec: collect with the fused rollout collector (policy + sampling + env step "
         "in one compiled call per step) or with CleanRL's step loop (always for gymnasium)",
+    )
+    p.add_argument(
+        "--compile-update",
+        action=b,
+        default=True,
+        help="each minibatch step (loss, backward, grad clip, Adam) as one compiled call, GAE "
+        "as tensor ops and no distribution argument checks; off: CleanRL's eager update",
     )
     p.add_argument("--total-timesteps", type=int, default=500000)
     p.add_argument("--learning-rate", type=float, default=2.5e-4)
@@ -149,6 +164,9 @@ class Agent(nn.Module):
     def get_value(self, x: torch.Tensor) -> torch.Tensor:
         return self.critic(x)
 
+    def forward(self, x: torch.Tensor, action: torch.Tensor | None = None):
+        return self.get_action_and_value(x, action)  # for torch.func.functional_call
+
     def get_action_and_value(self, x: torch.Tensor, action: torch.Tensor | None = None):
         logits = self.actor(x)
         probs = Categorical(logits=logits)
@@ -162,12 +180,249 @@ class Agent(nn.Module):
         The same distribution as ``Categorical(logits).sample()`` (inverse CDF of one
         uniform per env; ``torch.multinomial`` does not compile into a graph).
         """
-        logp = torch.log_softmax(self.actor(x), dim=-1)
+        logp = torch.log_softmax(small_batch_mlp(self.actor, x), dim=-1)
         u = torch.rand(x.shape[0], 1, device=x.device, dtype=logp.dtype)
         cdf = torch.cumsum(logp.exp(), dim=-1)
         action = (cdf < u).sum(dim=-1).clamp_max(logp.shape[-1] - 1)
         log_prob = torch.gather(logp, 1, action[:, None])[:, 0]
-        return {"action": action, "log_prob": log_prob, "value": self.critic(x)[:, 0]}
+        return {
+            "action": action,
+            "log_prob": log_prob,
+            "value": small_batch_mlp(self.critic, x)[:, 0],
+        }
+
+
+def small_batch_mlp(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``mlp(x)``; for a batch of at most 64 rows each ``nn.Linear`` is a broadcast product.
+
+    Inductor generates a broadcast product into the compiled graph's own loops, where a
+    matmul is a call to a BLAS routine (~8 us each at 4 x 64 x 64, the step's largest cost
+    on CPU at CleanRL's 4 envs). Equal to ``mlp(x)`` up to float rounding.
+    """
+    if x.shape[0] > 64:
+        return mlp(x)
+    for layer in mlp:
+        if isinstance(layer, nn.Linear):
+            x = (x[:, :, None] * layer.weight.t()).sum(1) + layer.bias
+        else:
+            x = layer(x)
+    return x
+
+
+def ppo_loss(
+    args, newlogprob, entropy, newvalue, mb_logprobs, mb_advantages, mb_returns, mb_values
+):
+    """CleanRL's PPO loss of one minibatch.
+
+    Returns:
+        ``(loss, pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac)``, 0-dim.
+    """
+    logratio = newlogprob - mb_logprobs
+    ratio = logratio.exp()
+
+    with torch.no_grad():
+        # calculate approx_kl http://joschu.net/blog/kl-approx.html
+        old_approx_kl = (-logratio).mean()
+        approx_kl = ((ratio - 1) - logratio).mean()
+        clipfrac = ((ratio - 1.0).abs() > args.clip_coef).float().mean()
+
+    if args.norm_adv:
+        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+    # policy loss
+    pg_loss1 = -mb_advantages * ratio
+    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+    # value loss
+    newvalue = newvalue.view(-1)
+    if args.clip_vloss:
+        v_loss_unclipped = (newvalue - mb_returns) ** 2
+        v_clipped = mb_values + torch.clamp(newvalue - mb_values, -args.clip_coef, args.clip_coef)
+        v_loss_clipped = (v_clipped - mb_returns) ** 2
+        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+    else:
+        v_loss = 0.5 * ((newvalue - mb_returns) ** 2).mean()
+
+    entropy_loss = entropy.mean()
+    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+    return loss, pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac
+
+
+def gae(args, rewards, values, dones, next_value, next_done):
+    """CleanRL's GAE loop as a few (T, T, N) tensor ops (no Python loop over the T steps).
+
+    ``advantages[t] = sum_k (gamma * lambda)^(k - t) * delta[k]`` over the steps ``k >= t``
+    up to the first episode end at or after ``t`` (``nextnonterminal == 0``), as the loop's
+    recursion unrolled. Shapes (T, N); ``next_value`` (1, N), ``next_done`` (N,).
+
+    Returns:
+        ``(advantages, returns)``, shape (T, N).
+    """
+    nextnonterminal = 1.0 - torch.cat((dones[1:], next_done[None]))
+    nextvalues = torch.cat((values[1:], next_value.reshape(1, -1)))
+    delta = rewards + args.gamma * nextvalues * nextnonterminal - values
+    ends = 1.0 - nextnonterminal
+    ends_before = torch.cumsum(ends, 0) - ends  # (T, N): episode ends at steps < t
+    steps = torch.arange(rewards.shape[0], device=rewards.device)
+    lag = steps[None, :] - steps[:, None]  # (t, k): k - t
+    decay = torch.where(
+        lag >= 0, (args.gamma * args.gae_lambda) ** lag.clamp_min(0).to(torch.float64), 0.0
+    ).to(rewards.dtype)
+    # no episode end at the steps t..k-1: the product of nextnonterminal over them is 1
+    same = ends_before[None, :, :] == ends_before[:, None, :]  # (t, k, N)
+    advantages = (torch.where(same, decay[:, :, None], 0.0) * delta[None]).sum(1)
+    return advantages, advantages + values
+
+
+def gae_loop(args, rewards, values, dones, next_value, next_done):
+    """CleanRL's GAE loop (``--no-compile-update``); the same arguments as :func:`gae`."""
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = 0
+    for t in reversed(range(args.num_steps)):
+        if t == args.num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = (
+            delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+        )
+    return advantages, advantages + values
+
+
+#: Compiled minibatch steps of this process, by :meth:`CompiledUpdate._key` (several runs
+#: of ``main`` in one process, as in the tests and the benchmark, compile once).
+_COMPILED_STEPS: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+
+class CompiledUpdate:
+    """CleanRL's minibatch step (forward, :func:`ppo_loss`, backward, ``clip_grad_norm_``,
+    ``optimizer.step()`` of Adam) as ONE compiled call, guard-free.
+
+    The agent's parameters and Adam's state (kept in ``optimizer.state`` with Adam's own
+    layout) are inputs that the compiled graph updates in place; the minibatch is gathered
+    inside the graph from the whole batch and the minibatch indices. Adam's math is that of
+    ``torch.optim.Adam`` (not amsgrad, no weight decay), with the bias corrections computed
+    in float64 from the step count; the learning rate is read from the optimizer's param
+    group at every call, so CleanRL's annealing applies. Compiled on the first call (the
+    shapes of that call are fixed from then on).
+    """
+
+    def __init__(self, agent: nn.Module, optimizer: optim.Adam, args: argparse.Namespace):
+        group = optimizer.param_groups[0]
+        if len(optimizer.param_groups) != 1 or group["amsgrad"] or group["weight_decay"]:
+            raise ValueError("CompiledUpdate implements plain Adam with one param group")
+        self.agent, self.optimizer, self.args = agent, optimizer, args
+        self.names = [name for name, _ in agent.named_parameters()]
+        params = list(agent.parameters())
+        for p in params:
+            if not optimizer.state[p]:  # Adam's lazily created state, created up front
+                optimizer.state[p] = {  # step on the params' device: one device per graph
+                    "step": torch.tensor(0.0, device=p.device),
+                    "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                    "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
+                }
+        st = [optimizer.state[p] for p in params]
+        self.state = (
+            tuple(p.detach() for p in params),  # aliases: in-place updates reach the agent
+            tuple(s["exp_avg"] for s in st),
+            tuple(s["exp_avg_sq"] for s in st),
+            tuple(s["step"] for s in st),
+        )
+        self.lr = torch.zeros((), dtype=torch.float64, device=params[0].device)
+        self._fn = None
+
+    def _step(
+        self,
+        params,
+        exp_avgs,
+        exp_avg_sqs,
+        steps,
+        lr,
+        b_obs,
+        b_actions,
+        b_logprobs,
+        b_advantages,
+        b_returns,
+        b_values,
+        mb_inds,
+    ):
+        """One minibatch step; updates params and Adam state in place, returns the losses."""
+        args = self.args
+        beta1, beta2 = self.optimizer.param_groups[0]["betas"]
+        eps = self.optimizer.param_groups[0]["eps"]
+        with torch.enable_grad():
+            leaves = [p.detach().requires_grad_(True) for p in params]
+            _, newlogprob, entropy, newvalue = torch.func.functional_call(
+                self.agent,
+                dict(zip(self.names, leaves, strict=True)),
+                (b_obs[mb_inds], b_actions[mb_inds]),
+            )
+            out = ppo_loss(
+                args,
+                newlogprob,
+                entropy,
+                newvalue,
+                b_logprobs[mb_inds],
+                b_advantages[mb_inds],
+                b_returns[mb_inds],
+                b_values[mb_inds],
+            )
+            grads = torch.autograd.grad(out[0], leaves)
+        # nn.utils.clip_grad_norm_
+        norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
+        total_norm = torch.linalg.vector_norm(norms)
+        clip_coef = torch.clamp(args.max_grad_norm / (total_norm + 1e-6), max=1.0)
+        # optim.Adam.step (torch/optim/adam.py, _single_tensor_adam)
+        for param, grad, exp_avg, exp_avg_sq, step_t in zip(
+            params, grads, exp_avgs, exp_avg_sqs, steps, strict=True
+        ):
+            grad = grad * clip_coef
+            step_t.add_(1)
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step = step_t.to(torch.float64)
+            bias_correction1 = 1 - beta1**step
+            bias_correction2_sqrt = (1 - beta2**step).sqrt()
+            step_size = (lr / bias_correction1).to(param.dtype)
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt.to(param.dtype)).add_(eps)
+            param.sub_(step_size * (exp_avg / denom))
+        return tuple(t.detach() for t in out)
+
+    def __call__(self, *batch: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``batch = (b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values,
+        mb_inds)``; returns :func:`ppo_loss`'s outputs."""
+        self.lr.fill_(self.optimizer.param_groups[0]["lr"])
+        args = (*self.state, self.lr, *batch)
+        if self._fn is None:
+            self._fn = _COMPILED_STEPS.get(self._key(args)) or self._compile(args)
+        return self._fn(*args)
+
+    def _key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What the compiled step depends on besides its inputs' values (it holds no
+        reference to the agent or optimizer: every tensor it reads is an input)."""
+        a, group = self.args, self.optimizer.param_groups[0]
+        leaves = pytree.tree_leaves(args)
+        layout = tuple((t.shape, t.stride(), t.dtype, t.device) for t in leaves)
+        hyper = (a.clip_coef, a.norm_adv, a.clip_vloss, a.ent_coef, a.vf_coef, a.max_grad_norm)
+        return repr(self.agent), layout, hyper, group["betas"], group["eps"]
+
+    def _compile(self, args: tuple[Any, ...]) -> Callable[..., Any]:
+        try:  # compile_flat's code is kept in inductor's on-disk cache across runs
+            fn = compile_flat(self._step, args)
+        except Exception as exc:  # noqa: BLE001 - the same step, eagerly
+            warnings.warn(
+                f"compiling the minibatch step failed ({type(exc).__name__}: {exc}); "
+                "running it eagerly",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return self._step
+        _COMPILED_STEPS[self._key(args)] = fn  # reused by later runs in this process
+        return fn
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -186,12 +441,16 @@ def main(argv: list[str] | None = None) -> dict:
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
     torch.set_num_threads(args.torch_threads)
+    validate_args = torch.distributions.Distribution._validate_args
+    if args.compile_update:  # the checks of Categorical(logits) are host syncs
+        torch.distributions.Distribution.set_default_validate_args(False)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     envs = make_envs(args, device)
     assert isinstance(envs.single_action_space, gym.spaces.Discrete), "discrete actions only"
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    compiled_update = CompiledUpdate(agent, optimizer, args) if args.compile_update else None
 
     obs_shape = envs.single_observation_space.shape
     obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, device=device)
@@ -279,20 +538,10 @@ def main(argv: list[str] | None = None) -> dict:
         # bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages = torch.zeros_like(rewards)
-            lastgaelam = 0
-            for t in reversed(range(args.num_steps)):
-                if t == args.num_steps - 1:
-                    nextnonterminal = 1.0 - next_done
-                    nextvalues = next_value
-                else:
-                    nextnonterminal = 1.0 - dones[t + 1]
-                    nextvalues = values[t + 1]
-                delta = rewards[t] + args.gamma * nextvalues * nextnonterminal - values[t]
-                advantages[t] = lastgaelam = (
-                    delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
-                )
-            returns = advantages + values
+            # the tensor form holds (T, T, N) values: the loop beyond 16M of them
+            vectorised = args.num_steps**2 * args.num_envs <= 2**24
+            gae_fn = gae if compiled_update is not None and vectorised else gae_loop
+            advantages, returns = gae_fn(args, rewards, values, dones, next_value, next_done)
 
         # flatten the batch
         b_obs = obs.reshape((-1,) + obs_shape)
@@ -307,49 +556,39 @@ def main(argv: list[str] | None = None) -> dict:
         clipfracs = []
         for _epoch in range(args.update_epochs):
             np.random.shuffle(b_inds)
+            inds = torch.from_numpy(b_inds).to(device)
             for start in range(0, args.batch_size, args.minibatch_size):
                 end = start + args.minibatch_size
-                mb_inds = torch.from_numpy(b_inds[start:end]).to(device)
+                mb_inds = inds[start:end]
+                if compiled_update is not None:  # the same step as one compiled call
+                    loss, pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac = (
+                        compiled_update(
+                            b_obs,
+                            b_actions,
+                            b_logprobs,
+                            b_advantages,
+                            b_returns,
+                            b_values,
+                            mb_inds,
+                        )
+                    )
+                    clipfracs.append(clipfrac)
+                    continue
 
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                     b_obs[mb_inds], b_actions[mb_inds]
                 )
-                logratio = newlogprob - b_logprobs[mb_inds]
-                ratio = logratio.exp()
-
-                with torch.no_grad():
-                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                    old_approx_kl = (-logratio).mean()
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
-
-                mb_advantages = b_advantages[mb_inds]
-                if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (
-                        mb_advantages.std() + 1e-8
-                    )
-
-                # policy loss
-                pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(
-                    ratio, 1 - args.clip_coef, 1 + args.clip_coef
+                loss, pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac = ppo_loss(
+                    args,
+                    newlogprob,
+                    entropy,
+                    newvalue,
+                    b_logprobs[mb_inds],
+                    b_advantages[mb_inds],
+                    b_returns[mb_inds],
+                    b_values[mb_inds],
                 )
-                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                # value loss
-                newvalue = newvalue.view(-1)
-                if args.clip_vloss:
-                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                    v_clipped = b_values[mb_inds] + torch.clamp(
-                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
-                    )
-                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                    v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-                else:
-                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
-
-                entropy_loss = entropy.mean()
-                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                clipfracs.append(clipfrac)
 
                 optimizer.zero_grad()
                 loss.backward()
@@ -360,6 +599,8 @@ def main(argv: list[str] | None = None) -> dict:
                 break
 
         result["update_cpu_s"] += time.process_time() - t_update
+        if iteration == 1:  # includes compiling the minibatch step
+            result["first_update_cpu_s"] = time.process_time() - t_update
         elapsed = time.time() - start_time
         sps = int(global_step / elapsed)
         mean_recent = float(np.mean(recent)) if recent else float("nan")
@@ -407,9 +648,11 @@ def main(argv: list[str] | None = None) -> dict:
         f"mean_return(last {len(recent)})={result['mean_return']:.1f} "
         f"(CPU s: rollout {result['rollout_cpu_s']:.1f}, update {result['update_cpu_s']:.1f}, "
         f"first env step{' (fused rollout)' if fused else ''} "
-        f"{result.get('first_step_cpu_s', 0.0):.1f})"
+        f"{result.get('first_step_cpu_s', 0.0):.1f}, first update "
+        f"{result.get('first_update_cpu_s', 0.0):.1f})"
     )
     envs.close()
+    torch.distributions.Distribution.set_default_validate_args(validate_args)
     if writer is not None:
         writer.close()
     return result

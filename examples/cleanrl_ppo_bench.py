@@ -3,8 +3,9 @@
 Runs ``cleanrl_ppo.main`` for each backend in turn, ``--reps`` times, alternated in ONE
 process (so a loaded machine affects all alike), with the same flags, and prints the
 median CPU time (``time.process_time``) per iteration of the rollout and update phases.
-The first rollout of the gpuvec fused path (compilation) and the first env step of the
-gpuvec loop are excluded.
+The first rollout of the gpuvec fused path (compilation), the first env step of the
+gpuvec loop and the first update (compilation of the minibatch step) are excluded. Extra
+flags are passed on to ``cleanrl_ppo.py`` (e.g. ``--no-compile-update``).
 
 Run: ``python examples/cleanrl_ppo_bench.py --num-envs 4 --num-steps 128 --iters 20``
 """
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> dict:
             first = r.get("first_step_cpu_s", 0.0) if backend == "gpuvec" else 0.0
             n_it = iters - 1 if rollout == "fused" else iters  # fused: first rollout excluded
             ro_ms = (r["rollout_cpu_s"] - first) / n_it * 1e3
-            up_ms = r["update_cpu_s"] / iters * 1e3
+            up_ms = (r["update_cpu_s"] - r["first_update_cpu_s"]) / (iters - 1) * 1e3
             res[(backend, rollout)].append((ro_ms, up_ms))
             print(
                 f"rep {rep} {backend}/{rollout}: rollout {ro_ms:.1f} ms/it, "

@@ -40,17 +40,18 @@ def make_policy(device="cpu"):
             "action": action,
             "log_prob": logp.gather(1, action[:, None])[:, 0],
             "value": logits.sum(-1),
+            "u": torch.rand(N, dtype=torch.float64, device=device),  # fresh at every step
         }
 
     return policy
 
 
-def check_against_loop(backend, device="cpu", collects=2):
+def check_against_loop(backend, device="cpu", collects=2, **kwargs):
     env, ref = make(device), make(device)
     env.reset(seed=3)
     obs, _ = ref.reset(seed=3)
     policy = make_policy(device)
-    collector = RolloutCollector(env, policy, T, backend=backend)
+    collector = RolloutCollector(env, policy, T, backend=backend, **kwargs)
     for _ in range(collects):
         out = collector.collect()
         with torch.no_grad():
@@ -66,6 +67,9 @@ def check_against_loop(backend, device="cpu", collects=2):
                 torch.testing.assert_close(out.extras["value"][t], p["value"])
                 obs = nxt
         torch.testing.assert_close(out.next_obs, obs, rtol=0, atol=1e-12)
+        # a random op inside the compiled loop draws new numbers at every step and env
+        u = out.extras["u"]
+        assert ((u >= 0) & (u < 1)).all() and u.unique().numel() == T * N
         # the env itself advanced: counters, elapsed and pending resets agree
         for a, b in zip(env.unwrapped.state[1:], ref.unwrapped.state[1:], strict=True):
             assert torch.equal(a, b)
@@ -81,8 +85,15 @@ def test_eager_collector_equals_loop():
     assert b.terminated.dtype == torch.bool and b.rewards.shape == (T, N)
 
 
-def test_compiled_collector_equals_loop():
-    c = check_against_loop("compile")
+def test_scan_collector_equals_loop():
+    """The default CPU path: the whole T-step rollout as one compiled scan call."""
+    c = check_against_loop("compile", collects=3)
+    assert c.kind == "scan"
+
+
+def test_compiled_step_collector_equals_loop():
+    """The fallback CPU path: one compiled policy + env step call per step."""
+    c = check_against_loop("compile", scan=False)
     assert c.kind == "compiled"
 
 

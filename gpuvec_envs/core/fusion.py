@@ -87,7 +87,10 @@ def compile_flat(
     """Compile the pure function ``fn`` once for ``example_args``; return a guard-free call.
 
     ``fn`` must take and return pytrees of tensors, tuples/NamedTuples and ``None`` only,
-    be free of data-dependent Python control flow, and not mutate its inputs.
+    be free of data-dependent Python control flow; in-place updates of its inputs are
+    written back to them (CleanRL's compiled optimizer step relies on it). The compiled code
+    goes to inductor's on-disk FX graph cache, so another process compiling the same graph
+    loads it in seconds.
     ``size_asserts=False`` drops inductor's per-call check of every input's shape and
     strides (~0.5 us per input): for callers that guarantee them, like the env shell.
 
@@ -95,7 +98,9 @@ def compile_flat(
         Exception: whatever tracing or inductor raise; callers fall back to other backends.
     """
     from torch._inductor.compile_fx import compile_fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     flatten = make_flattener(example_args)
     leaves = list(flatten(*example_args))
@@ -113,7 +118,10 @@ def compile_flat(
         _flatten_paths(out, "out", out_paths)
         return tuple(eval(p, {"out": out}) for p in out_paths)  # noqa: S307
 
-    with torch.no_grad():
+    # A tracing context with a shape env lets inductor's FX graph cache keep the compiled
+    # code on disk (without one it bypasses the cache and every process compiles anew).
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    with torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
         graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
         with torch._inductor.config.patch(size_asserts=size_asserts):
             compiled = compile_fx(graph, leaves)
