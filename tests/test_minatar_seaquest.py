@@ -19,9 +19,15 @@ from minatar_common import ParityDriver, check_registered, compare_backends
 
 import gpuvec_envs  # noqa: F401  (registers the IDs)
 from gpuvec_envs.envs.minatar_seaquest import (
+    AGE_SHIFT,
     BULLET_SLOTS,
+    DEAD,
+    DIR_SHIFT,
     DIVER_SLOTS,
     ENEMY_SLOTS,
+    FISH,
+    SHOT_SHIFT,
+    TIMER_SHIFT,
     Seaquest,
     SeaquestState,
 )
@@ -33,41 +39,74 @@ SCALARS = (
 )  # fmt: skip
 
 
-def to_state(envs: list) -> SeaquestState:
-    """Our batched state from minatar ``Env`` objects (lists copied in order)."""
-    n = len(envs)
-    col = {k: torch.tensor([int(getattr(e, k)) for e in envs], dtype=torch.int64) for k in SCALARS}
+def pack(x: int, y: int, right: int, timer: int = 0) -> int:
+    """A packed bullet / diver word (column stored plus one)."""
+    return (x + 1) | (y << 4) | (right << DIR_SHIFT) | (timer << TIMER_SHIFT)
 
-    def slots(rows: list[list[list[int]]], cap: int, width: int) -> tuple[torch.Tensor, ...]:
-        out = np.zeros((width, n, cap), dtype=np.int64)
+
+def unpack(word: int, timer: bool) -> list[int]:
+    """``[x, y, dir(, timer)]`` of a packed bullet / diver word."""
+    out = [(word & 15) - 1, (word >> 4) & 15, (word >> DIR_SHIFT) & 1]
+    return out + [(word >> TIMER_SHIFT) & 7] if timer else out
+
+
+def to_state(envs: list) -> SeaquestState:
+    """Our batched state from minatar ``Env`` objects (lists copied in order).
+
+    Enemies get distinct ages in list order (subs, then fish; how the two lists interleave
+    is never observed), older first.
+    """
+    n = len(envs)
+    col = {k: torch.tensor([int(getattr(e, k)) for e in envs], dtype=torch.int32) for k in SCALARS}
+
+    def words(rows: list[list[int]], cap: int, fill: int) -> tuple[torch.Tensor, ...]:
+        out = np.full((cap, n), fill, dtype=np.int32)
         for i, objs in enumerate(rows):
             assert len(objs) <= cap
-            for k, obj in enumerate(objs):
-                out[:, i, k] = [int(v) for v in obj]
+            out[: len(objs), i] = objs
         return tuple(torch.from_numpy(a) for a in out)
 
-    fb = slots([e.f_bullets for e in envs], BULLET_SLOTS, 3)
-    # Fields in SeaquestState order: x, y, dir, sub, timer, shot (subs first, then fish).
-    enemies = [
-        [[x, y, d, 1, t, sh] for x, y, d, t, sh in e.e_subs]
-        + [[x, y, d, 0, t, 10] for x, y, d, t in e.e_fish]
-        for e in envs
-    ]
-    en = slots(enemies, ENEMY_SLOTS, 6)
-    dv = slots([e.divers for e in envs], DIVER_SLOTS, 4)
+    fb = [[pack(int(x), int(y), int(d)) for x, y, d in e.f_bullets] for e in envs]
+    dv = [[pack(int(x), int(y), int(d), int(t)) for x, y, d, t in e.divers] for e in envs]
+    enemies = []
+    for e in envs:
+        objs = [(x, y, d, t, sh, 0) for x, y, d, t, sh in e.e_subs]
+        objs += [(x, y, d, t, 10, 1) for x, y, d, t in e.e_fish]
+        enemies.append([
+            pack(int(x), int(y), int(d), int(t)) | (int(sh) << SHOT_SHIFT)
+            | ((len(objs) - k) << AGE_SHIFT) | (FISH if f else 0)
+            for k, (x, y, d, t, sh, f) in enumerate(objs)
+        ])  # fmt: skip
     eb = np.zeros((4, n), dtype=np.int64)  # left lo, left hi, right lo, right hi
     for i, e in enumerate(envs):
         for x, y, d in e.e_bullets:
             eb[2 * int(d) + y // 5, i] |= 1 << (10 * (y % 5) + x)
-    count = lambda rows: torch.tensor([len(r) for r in rows], dtype=torch.int64)  # noqa: E731
     return SeaquestState(
-        col["oxygen"], col["diver_count"], col["sub_x"], col["sub_y"], col["sub_or"],
-        col["e_spawn_speed"], col["e_spawn_timer"], col["d_spawn_timer"], col["move_speed"],
-        col["ramp_index"], col["shot_timer"], col["surface"], col["terminal"],
-        *fb, count([e.f_bullets for e in envs]),
-        en[0], en[1], en[2], en[3], en[4], en[5], count(enemies),
-        *dv, count([e.divers for e in envs]), *torch.from_numpy(eb),
+        *(col[k] for k in SCALARS),
+        words(fb, BULLET_SLOTS, 0), words(dv, DIVER_SLOTS, 0), words(enemies, ENEMY_SLOTS, DEAD),
+        *torch.from_numpy(eb),
     )  # fmt: skip
+
+
+def lists(game: SeaquestState, i: int) -> dict[str, list[list[int]]]:
+    """Env ``i``'s object lists as the reference's (decoded; enemies ordered by age)."""
+    fb = [int(w[i]) for w in game.fb]
+    dv = [int(w[i]) for w in game.dv]
+    # A list is compacted: no object after a free slot.
+    assert fb[0] != 0 or fb[1] == 0
+    assert dv[0] != 0 or dv[1] == 0
+    en = [int(w[i]) for w in game.en if int(w[i]) != DEAD]
+    en.sort(key=lambda w: -((w >> AGE_SHIFT) & 127))  # older first
+    ages = [(w >> AGE_SHIFT) & 127 for w in en]
+    assert len(set(ages)) == len(ages), "live enemies must have distinct ages"
+    subs = [unpack(w, True) + [(w >> SHOT_SHIFT) & 15] for w in en if not w & FISH]
+    fish = [unpack(w, True) for w in en if w & FISH]
+    return {
+        "f_bullets": [unpack(w, False) for w in fb if w],
+        "divers": [unpack(w, True) for w in dv if w],
+        "e_subs": subs,
+        "e_fish": fish,
+    }
 
 
 class StateCheck:
@@ -81,35 +120,24 @@ class StateCheck:
         self._prev: dict[int, tuple[int, bool]] = {}
 
     def __call__(self, refs: list, game: SeaquestState) -> None:
-        g = {k: v.numpy() for k, v in game._asdict().items()}
+        g = {k: getattr(game, k).numpy() for k in SCALARS}
         for i, ref in enumerate(refs):
             e = ref.game.env
             for k in SCALARS:
                 assert int(g[k][i]) == int(getattr(e, k)), (i, k)
-            nf = int(g["fb_n"][i])
-            ours = [[int(g[f][i, k]) for f in ("fb_x", "fb_y", "fb_dir")] for k in range(nf)]
-            assert ours == [[int(v) for v in b] for b in e.f_bullets], (i, "f_bullets")
-            ne = int(g["en_n"][i])
-            fields = ("en_x", "en_y", "en_dir", "en_timer", "en_shot", "en_sub")
-            rows = [[int(g[f][i, k]) for f in fields] for k in range(ne)]
-            subs = [[int(v) for v in s] for s in e.e_subs]
-            fish = [[int(v) for v in f] for f in e.e_fish]
-            assert [r[:5] for r in rows if r[5] == 1] == subs, (i, "subs")
-            assert [r[:4] for r in rows if r[5] == 0] == fish, (i, "fish")
-            nd = int(g["dv_n"][i])
-            fields = ("dv_x", "dv_y", "dv_dir", "dv_timer")
-            ours = [[int(g[f][i, k]) for f in fields] for k in range(nd)]
-            assert ours == [[int(v) for v in d] for d in e.divers], (i, "divers")
+            ours = lists(game, i)
+            for name, objs in ours.items():
+                assert objs == [[int(v) for v in o] for o in getattr(e, name)], (i, name)
             cells = {(int(d), y, x) for x, y, d in e.e_bullets}
             ours_eb = {
                 (d, 5 * h + k // 10, k % 10)
                 for d, side in enumerate("lr")
                 for h, half in enumerate(("lo", "hi"))
                 for k in range(50)
-                if (int(g[f"eb_{side}_{half}"][i]) >> k) & 1
+                if (int(getattr(game, f"eb_{side}_{half}")[i]) >> k) & 1
             }
             assert ours_eb == cells, (i, "e_bullets")
-            self.max_enemies = max(self.max_enemies, ne)
+            self.max_enemies = max(self.max_enemies, len(ours["e_subs"]) + len(ours["e_fish"]))
             self.max_ramp = max(self.max_ramp, e.ramp_index)
             prev = self._prev.get(i)
             if prev is not None and not prev[1]:
@@ -238,7 +266,7 @@ def test_parity_crowded_surface_and_disabled_autoreset() -> None:
     assert d.terminations > 0  # frozen games repeat terminal=True with reward 0
 
 
-# Compiles the step once: ~25-30 s on an idle 2-core CPU.
+# Compiles the step once: ~35-60 s on a 2-core CPU (the longest test of this module).
 def test_eager_and_compiled_agree() -> None:
     def surface_often(gen: torch.Generator, action: torch.Tensor) -> torch.Tensor:
         return torch.where(torch.rand(8, generator=gen) < 0.4, 2, action)

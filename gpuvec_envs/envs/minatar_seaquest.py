@@ -8,22 +8,36 @@ ends on contact with a fish, sub or enemy bullet, when the oxygen runs out, or o
 without divers. Channels: sub_front, sub_back, friendly_bullet, trail, enemy_bullet,
 enemy_fish, enemy_sub, oxygen_guage, diver_guage, diver. All 6 actions are minimal.
 
-Lists as slots. The reference keeps Python lists (``f_bullets``, ``e_bullets``, ``e_fish``,
-``e_subs``, ``divers``) that it walks in reverse while removing from them. Here each is a
-fixed-capacity slot array kept compacted in list order (slot ``k`` = list index ``k``, the
-first ``n`` slots in use); removals during a step clear an ``alive`` mask and the slots are
-compacted (order kept) at the end of the step, which reproduces the reference's order:
+Representation (for speed). The state is (N,) tensors only (a NamedTuple with tuples of
+(N,) words for the object lists), int32 but for the int64 bullet bitboards. The step stacks
+the 32 enemy words into one (32, N) tensor, so every per-enemy operation is a single op
+vectorised over the batch, and reduces over the slots with ``amax`` / ``amin`` or, for
+bitwise OR, elementwise chains (:func:`_tree`); no sort, scatter, cumsum or gather.
 
-* ``f_bullets`` (capacity 2) and ``divers`` (capacity 2) are walked slot by slot in reverse,
-  exactly as the reference.
-* Fish and subs share one slot array of capacity :data:`ENEMY_SLOTS` with a ``sub`` flag
-  (each kind keeps its own list order; how the two interleave never matters). A friendly
-  bullet hits the *first* fish at its cell, else the first sub. In the enemy loops, moved
-  enemies take the first remaining bullet at their new cell, subs (in reverse order) before
-  fish (in reverse order); with at most 2 bullets this is computed with two masked maxima of
-  the processing key ``slot + ENEMY_SLOTS * is_sub`` instead of a sequential loop.
+* Every object is one packed int32 word, columns stored plus one (``X = x + 1``) so that a
+  step off either edge gives ``X`` = 0 or 11 without borrowing from the next field; bits
+  0-7 (``X | y << 4``) are the object's cell key, compared in one instruction.
+* Enemies (the reference's ``e_subs`` and ``e_fish``) live in :data:`ENEMY_SLOTS` words:
+  ``X`` (bits 0-3), row (4-7), direction (8, 1 = right), move timer (9-11), shot timer
+  (12-15), age (16-22: steps since the spawn) and a fish flag (23; 0 = sub). A free slot
+  holds :data:`DEAD`, whose cell key, timer and fish flag make it match nothing, never move
+  and never shoot. Slots are not kept in list order (no compaction): each list's order is
+  spawn order, and at most one enemy spawns per step, so the ages of live enemies are
+  distinct and order them (older = earlier in the list). ``word >> 16`` =
+  ``128 * fish + age`` is the priority key of both orderings the reference uses: a friendly
+  bullet hits the *first* fish at its cell, else the first sub (the largest key); in the
+  enemy loops, moved enemies take the first remaining friendly bullet at their new cell,
+  subs (in reverse order) before fish (in reverse order), i.e. the smallest key first,
+  computed with two masked minima. A new enemy takes the first free slot.
+* Friendly bullets (``f_bullets``, capacity 2) and divers (``divers``, capacity 2) are two
+  words each in list order (slot 0 first, a free slot is 0): ``X | y << 4 | dir << 8``, and
+  for divers the move timer in bits 9-11. They are walked in reverse as the reference.
 * ``e_bullets`` are never removed except off-screen and their order is never observed, so
-  they are two 10x10 occupancy bitboards (moving left / right); duplicates are equivalent.
+  they are two 10x10 occupancy bitboards (moving left / right, ``*_lo`` rows 0-4 and
+  ``*_hi`` rows 5-9, bit ``10 (y % 5) + x``); duplicates are equivalent.
+* The observation is assembled as 64-bit words of the env's 1000-bit output (cell-major,
+  bit ``100 y + 10 x + channel``) and spread into bytes four at a time as int32 words that
+  are viewed as the bool output.
 
 ``list.remove`` removes the first *equal* element, not the element in hand. That differs only
 if an earlier element equals it: (a) enemies and divers removed off-screen hold an off-screen
@@ -50,7 +64,11 @@ Capacity bounds (why the reference never exceeds them):
   moves, at most 6 steps apart), so at most 4 are alive at once, and the first slow-spawned
   enemy after them comes >= 15 steps after the last of them: with m of them alive the fast
   ones fit in ``min(30, 60 - 15 m)`` steps, giving at most 1 + 30 = 31, 2 + 30 = 32,
-  3 + 15 = 18 or 4 + 0 = 4 enemies.
+  3 + 15 = 18 or 4 + 0 = 4 enemies. The same lifetimes bound the age field (< 64).
+
+The observation's trail channel uses one direction per row: the reference never spawns an
+enemy in a row holding an enemy that moves the other way, so all enemies of a row share a
+direction (true of every state reachable from a reset).
 
 Deliberate differences: ``terminal`` freezes the game as the reference (reward 0, state
 unchanged) if stepped again, which is only reachable with autoreset ``DISABLED``; and the
@@ -71,7 +89,7 @@ import torch
 
 from gpuvec_envs.core.env import select
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._minatar import COL0, COL9, WORD, MinAtarEnv, MinAtarParams
+from gpuvec_envs.envs._minatar import COL0, COL9, ROW, WORD, MinAtarEnv, MinAtarParams
 
 #: Observation channels, in minatar's order ("guage" sic).
 CHANNELS = (
@@ -87,62 +105,61 @@ SHOT_COOL_DOWN = 5  # [steps] between the sub's shots
 ENEMY_SHOT_INTERVAL = 10  # [steps] between an enemy sub's shots
 DIVER_MOVE_INTERVAL = 5  # [steps] diver move timer
 MAX_DIVERS = 6  # divers the sub can carry
-#: Slots of the combined fish + sub list (bound proved in the module docstring).
+#: Enemy slots (fish + subs; bound proved in the module docstring).
 ENEMY_SLOTS = 32
 #: Slots of the friendly-bullet and diver lists.
 BULLET_SLOTS = 2
 DIVER_SLOTS = 2
 
+I32 = torch.int32
+# Packed words (see the module docstring). Shifts of the fields:
+DIR_SHIFT = 8
+TIMER_SHIFT = 9
+SHOT_SHIFT = 12
+AGE_SHIFT = 16
+CELL = 0xFF  # cell key ``X | y << 4``
+TIMER = 7 << TIMER_SHIFT
+SHOT = 15 << SHOT_SHIFT
+FISH = 1 << 23
+#: A free enemy slot: cell (X, y) = (15, 15), timer 7, a fish (never moves or shoots).
+DEAD = CELL | TIMER | FISH
+#: A cell key no object has (free bullet slots compare with it).
+NOWHERE = 0xEE
+
 
 class SeaquestState(NamedTuple):
-    """Batched Seaquest state. Positions are grid cells: x = column, y = row (0 = top).
+    """Batched Seaquest state, all (N,) tensors. Positions are cells: x = column, y = row.
 
-    Slot arrays are compacted: the first ``*_n`` slots hold the list in the reference's order,
-    unused slots are 0. Directions are 1 = right (the reference's ``True``), 0 = left.
+    Directions are 1 = right (the reference's ``True``), 0 = left. Packed words as in the
+    module docstring.
     """
 
-    oxygen: torch.Tensor  # (N,) int64 [steps] left (may end at -1 on the final step)
-    diver_count: torch.Tensor  # (N,) int64 divers on board (-1 and below after a full surfacing)
-    sub_x: torch.Tensor  # (N,) int64 [col]
-    sub_y: torch.Tensor  # (N,) int64 [row] 0..8
-    sub_or: torch.Tensor  # (N,) int64 facing 1 = right, 0 = left
-    e_spawn_speed: torch.Tensor  # (N,) int64 [steps] enemy spawn interval
-    e_spawn_timer: torch.Tensor  # (N,) int64 [steps] until an enemy spawns
-    d_spawn_timer: torch.Tensor  # (N,) int64 [steps] until a diver spawns
-    move_speed: torch.Tensor  # (N,) int64 [steps] enemy move timer reload
-    ramp_index: torch.Tensor  # (N,) int64 difficulty ramps so far
-    shot_timer: torch.Tensor  # (N,) int64 [steps] sub's cool-down
-    surface: torch.Tensor  # (N,) int64 1 = the sub has surfaced and not dived since
-    terminal: torch.Tensor  # (N,) int64 1 = game over
-    fb_x: torch.Tensor  # (N, 2) int64 friendly bullets [col]
-    fb_y: torch.Tensor  # (N, 2) int64 [row]
-    fb_dir: torch.Tensor  # (N, 2) int64 1 = right
-    fb_n: torch.Tensor  # (N,) int64 bullets in use
-    en_x: torch.Tensor  # (N, 32) int64 fish and subs [col]
-    en_y: torch.Tensor  # (N, 32) int64 [row]
-    en_dir: torch.Tensor  # (N, 32) int64 1 = right
-    en_sub: torch.Tensor  # (N, 32) int64 1 = sub, 0 = fish
-    en_timer: torch.Tensor  # (N, 32) int64 [steps] until the next move
-    en_shot: torch.Tensor  # (N, 32) int64 [steps] until a sub shoots (fish: unused, 10)
-    en_n: torch.Tensor  # (N,) int64 enemies in use
-    dv_x: torch.Tensor  # (N, 2) int64 divers [col]
-    dv_y: torch.Tensor  # (N, 2) int64 [row]
-    dv_dir: torch.Tensor  # (N, 2) int64 1 = right
-    dv_timer: torch.Tensor  # (N, 2) int64 [steps] until the next move
-    dv_n: torch.Tensor  # (N,) int64 divers in use
-    # Enemy bullets as bitboards: bit 10 (y % 5) + x, rows 0-4 in ``*_lo``, 5-9 in ``*_hi``.
-    eb_l_lo: torch.Tensor  # (N,) int64 bullets moving left, rows 0-4
-    eb_l_hi: torch.Tensor  # (N,) int64 bullets moving left, rows 5-9
-    eb_r_lo: torch.Tensor  # (N,) int64 bullets moving right, rows 0-4
-    eb_r_hi: torch.Tensor  # (N,) int64 bullets moving right, rows 5-9
+    oxygen: torch.Tensor  # int32 [steps] left (may end at -1 on the final step)
+    diver_count: torch.Tensor  # int32 divers on board (-1 and below after a full surfacing)
+    sub_x: torch.Tensor  # int32 [col]
+    sub_y: torch.Tensor  # int32 [row] 0..8
+    sub_or: torch.Tensor  # int32 facing 1 = right, 0 = left
+    e_spawn_speed: torch.Tensor  # int32 [steps] enemy spawn interval
+    e_spawn_timer: torch.Tensor  # int32 [steps] until an enemy spawns
+    d_spawn_timer: torch.Tensor  # int32 [steps] until a diver spawns
+    move_speed: torch.Tensor  # int32 [steps] enemy move timer reload
+    ramp_index: torch.Tensor  # int32 difficulty ramps so far
+    shot_timer: torch.Tensor  # int32 [steps] sub's cool-down
+    surface: torch.Tensor  # int32 1 = the sub has surfaced and not dived since
+    terminal: torch.Tensor  # int32 1 = game over
+    fb: tuple[torch.Tensor, ...]  # 2 x int32 friendly bullets in list order, 0 = none
+    dv: tuple[torch.Tensor, ...]  # 2 x int32 divers in list order, 0 = none
+    en: tuple[torch.Tensor, ...]  # 32 x int32 fish and subs, DEAD = free
+    eb_l_lo: torch.Tensor  # int64 enemy bullets moving left, rows 0-4
+    eb_l_hi: torch.Tensor  # int64 enemy bullets moving left, rows 5-9
+    eb_r_lo: torch.Tensor  # int64 enemy bullets moving right, rows 0-4
+    eb_r_hi: torch.Tensor  # int64 enemy bullets moving right, rows 5-9
 
 
 def reset(params: MinAtarParams, rng: Rng) -> SeaquestState:
     """N new games: sub at the surface, column 5, facing left; no objects (no draws)."""
-    n, dev = rng.num_envs, rng.device
-    z = torch.zeros(n, dtype=torch.int64, device=dev)
-    z2 = torch.zeros(n, BULLET_SLOTS, dtype=torch.int64, device=dev)
-    ze = torch.zeros(n, ENEMY_SLOTS, dtype=torch.int64, device=dev)
+    z = torch.zeros(rng.num_envs, dtype=I32, device=rng.device)
+    z64 = torch.zeros(rng.num_envs, dtype=torch.int64, device=rng.device)
     return SeaquestState(
         oxygen=z + MAX_OXYGEN,
         diver_count=z,
@@ -157,26 +174,55 @@ def reset(params: MinAtarParams, rng: Rng) -> SeaquestState:
         shot_timer=z,
         surface=z + 1,
         terminal=z,
-        fb_x=z2, fb_y=z2, fb_dir=z2, fb_n=z,
-        en_x=ze, en_y=ze, en_dir=ze, en_sub=ze, en_timer=ze, en_shot=ze, en_n=z,
-        dv_x=z2, dv_y=z2, dv_dir=z2, dv_timer=z2, dv_n=z,
-        eb_l_lo=z, eb_l_hi=z, eb_r_lo=z, eb_r_hi=z,
+        fb=(z, z),
+        dv=(z, z),
+        en=(z + DEAD,) * ENEMY_SLOTS,
+        eb_l_lo=z64, eb_l_hi=z64, eb_r_lo=z64, eb_r_hi=z64,
     )  # fmt: skip
 
 
-def _compact2(alive: list[torch.Tensor], fields: list[list[torch.Tensor]]):
-    """Compact a 2-slot list: ``alive`` [(N,) bool] * 2, ``fields`` of [(N,)] * 2 each.
+def _step_x(word: torch.Tensor) -> torch.Tensor:
+    """+1 or -1 by the direction bit of packed words."""
+    return ((word >> DIR_SHIFT) & 1) * 2 - 1
 
-    Returns ``(fields as (N, 2) tensors, count (N,) int64)``, unused slots 0.
+
+def _tree(x: torch.Tensor, op) -> torch.Tensor:  # noqa: ANN001
+    """Reduce (32, N) over the slots with an elementwise (bitwise) ``op``.
+
+    Bitwise ops have no torch reduction: this is one (N,) pass of 31 ops over the 32 rows,
+    vectorised over N.
     """
-    a0, a1 = alive
-    both = a0 & a1
-    out = []
-    for f0, f1 in fields:
-        s0 = torch.where(a0, f0, torch.where(a1, f1, 0))
-        s1 = torch.where(both, f1, 0)
-        out.append(torch.stack((s0, s1), dim=1))
-    return out, a0.long() + a1.long()
+    rows = x.unbind(0)
+    out = rows[0]
+    for r in rows[1:]:
+        out = op(out, r)
+    return out
+
+
+def _materialize(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The (N,) tensors ``xs``, computed into one stacked buffer.
+
+    Inductor inlines a pointwise (N,) producer into each (32, N) consumer, recomputing it
+    for every slot; a stack of more than ``max_pointwise_cat_inputs`` (8) tensors is written
+    slice by slice instead, so the consumers load the values.
+    """
+    rows = list(xs) + [xs[0]] * max(0, 9 - len(xs))
+    return torch.stack(rows).unbind(0)[: len(xs)]
+
+
+def _store(x: torch.Tensor) -> torch.Tensor:
+    """(32, N) ``x``, computed into a buffer once.
+
+    A stack of more than 8 slices is written slice by slice, so later consumers load ``x``
+    instead of each recomputing its whole chain of ops.
+    """
+    return torch.stack(x.unbind(0))
+
+
+def _compact2(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two list slots (0 = free) -> the same list with slot 0 filled first."""
+    full = a != 0
+    return torch.where(full, a, b), torch.where(full, b, 0)
 
 
 def step(
@@ -191,56 +237,47 @@ def step(
         words: (N, 5) int64 random words in ``[0, 2**32)`` (streams 1-5 of the step).
 
     Returns:
-        ``(state, reward (N,) int64, terminal (N,) bool)``; finished games are frozen.
+        ``(state, reward (N,) int32, terminal (N,) bool)``; finished games are frozen.
     """
-    dev = action.device
-    slots = torch.arange(ENEMY_SLOTS, device=dev)[None, :]
-    reward = torch.zeros_like(s.oxygen)
-    term = torch.zeros_like(s.terminal, dtype=torch.bool)
     ms = s.move_speed
+    action = action.to(I32)
+    en = torch.stack(s.en)  # (32, N): every slot op below is one op vectorised over N
+    slot = torch.arange(ENEMY_SLOTS, device=en.device, dtype=I32)[:, None]
 
-    # -- spawns ---------------------------------------------------------------------------
-    alive = slots < s.en_n[:, None]
+    # -- enemy spawn ------------------------------------------------------------------------
     spawn_e = s.e_spawn_timer == 0
-    lr = (words[:, 0] >> 8) < (1 << 23)  # rand() < 1/2
-    is_sub = ((words[:, 1] >> 8) * 3) < (1 << 24)  # rand() < 1/3, exactly
-    row = 1 + ((words[:, 2] * 8) >> 32)  # randint(1, 9)
-    lr_i = lr.long()
-    blocked = (alive & (s.en_y == row[:, None]) & (s.en_dir != lr_i[:, None])).any(dim=1)
-    new = (spawn_e & ~blocked)[:, None] & (slots == s.en_n[:, None])
-    en_x = torch.where(new, torch.where(lr, 0, 9)[:, None], s.en_x)
-    en_y = torch.where(new, row[:, None], s.en_y)
-    en_dir = torch.where(new, lr_i[:, None], s.en_dir)
-    en_sub = torch.where(new, is_sub.long()[:, None], s.en_sub)
-    en_timer = torch.where(new, ms[:, None], s.en_timer)
-    en_shot = torch.where(new, ENEMY_SHOT_INTERVAL, s.en_shot)
-    alive = alive | new
+    # Decisions from the draws, stored once (each draw is a hash the consumers would redo).
+    action, lr, fish, row, d_lr, d_row = _materialize(
+        action,
+        ((words[:, 0] >> 8) < (1 << 23)).to(I32),  # rand() < 1/2: from the left, moving right
+        (((words[:, 1] >> 8) * 3) >= (1 << 24)).to(I32),  # not rand() < 1/3 (exact)
+        (1 + ((words[:, 2] * 8) >> 32)).to(I32),  # randint(1, 9)
+        # The diver's draws: the next two after the enemy's, the first two without one.
+        ((torch.where(spawn_e, words[:, 3], words[:, 0]) >> 8) < (1 << 23)).to(I32),
+        (1 + ((torch.where(spawn_e, words[:, 4], words[:, 1]) * 8) >> 32)).to(I32),
+    )
+    # Blocked if an enemy in that row moves the other way: same (row, opposite direction).
+    other = (row << 4) | ((1 - lr) << DIR_SHIFT)
+    new = (10 - 9 * lr) | (row << 4) | (lr << DIR_SHIFT) | (ms << TIMER_SHIFT)
+    new = new | (ENEMY_SHOT_INTERVAL << SHOT_SHIFT) | (fish << 23)
     e_spawn_timer = torch.where(spawn_e, s.e_spawn_speed, s.e_spawn_timer)
 
+    # -- diver spawn ------------------------------------------------------------------------
     spawn_d = s.d_spawn_timer == 0
-    dw = torch.where(spawn_e[:, None], words[:, 3:5], words[:, 0:2])
-    d_lr = ((dw[:, 0] >> 8) < (1 << 23)).long()
-    d_row = 1 + ((dw[:, 1] * 8) >> 32)
-    dv_alive, dv_x, dv_y, dv_dir, dv_t = [], [], [], [], []
-    for k in range(DIVER_SLOTS):
-        a = k < s.dv_n
-        nk = spawn_d & (s.dv_n == k)
-        dv_alive.append(a | nk)
-        dv_x.append(torch.where(nk, torch.where(d_lr == 1, 0, 9), s.dv_x[:, k]))
-        dv_y.append(torch.where(nk, d_row, s.dv_y[:, k]))
-        dv_dir.append(torch.where(nk, d_lr, s.dv_dir[:, k]))
-        dv_t.append(torch.where(nk, DIVER_MOVE_INTERVAL, s.dv_timer[:, k]))
+    d_new = (10 - 9 * d_lr) | (d_row << 4) | (d_lr << DIR_SHIFT)
+    d_new = d_new | (DIVER_MOVE_INTERVAL << TIMER_SHIFT)
+    has0 = s.dv[0] != 0
+    dv = [
+        torch.where(spawn_d & ~has0, d_new, s.dv[0]),
+        torch.where(spawn_d & has0, d_new, s.dv[1]),
+    ]
     d_spawn_timer = torch.where(spawn_d, DIVER_SPAWN_SPEED, s.d_spawn_timer)
 
-    # -- player ---------------------------------------------------------------------------
+    # -- player -----------------------------------------------------------------------------
     fire = (action == 5) & (s.shot_timer == 0)
-    fb_alive, fb_x, fb_y, fb_dir = [], [], [], []
-    for k in range(BULLET_SLOTS):
-        nk = fire & (s.fb_n == k)
-        fb_alive.append((k < s.fb_n) | nk)
-        fb_x.append(torch.where(nk, s.sub_x, s.fb_x[:, k]))
-        fb_y.append(torch.where(nk, s.sub_y, s.fb_y[:, k]))
-        fb_dir.append(torch.where(nk, s.sub_or, s.fb_dir[:, k]))
+    shot = (s.sub_x + 1) | (s.sub_y << 4) | (s.sub_or << DIR_SHIFT)
+    has0 = s.fb[0] != 0
+    fb = [torch.where(fire & ~has0, shot, s.fb[0]), torch.where(fire & has0, shot, s.fb[1])]
     shot_timer = torch.where(fire, SHOT_COOL_DOWN, s.shot_timer)
     left, right = action == 1, action == 3
     sub_x = torch.where(left, (s.sub_x - 1).clamp(min=0), s.sub_x)
@@ -248,77 +285,95 @@ def step(
     sub_or = torch.where(left, 0, torch.where(right, 1, s.sub_or))
     sub_y = torch.where(action == 2, (s.sub_y - 1).clamp(min=0), s.sub_y)
     sub_y = torch.where(action == 4, (sub_y + 1).clamp(max=8), sub_y)
+    at_sub = (sub_x + 1) | (sub_y << 4)  # the sub's cell key
 
-    # -- friendly bullets (reverse order): move, then hit the first fish, else first sub ----
+    # Friendly bullets move (their hits come below, after the spawn).
+    fb = [torch.where(b != 0, b + _step_x(b), 0) for b in fb]
+    cells = [torch.where(((b & 15) >= 1) & ((b & 15) <= 10), b & CELL, NOWHERE) for b in fb]
+
+    # (N,) values that the (32, N) slot ops use, stored once instead of recomputed per slot.
+    other, new, at_sub, cells[0], cells[1] = _materialize(other, new, at_sub, *cells)
+    blocked = ((en & 0x1F0) == other).to(I32).amax(dim=0) != 0
+    first_free = torch.where(en == DEAD, slot, ENEMY_SLOTS).amin(dim=0)
+    en = _store(torch.where((slot == first_free) & (spawn_e & ~blocked), new, en))
+
+    # -- friendly bullets (reverse order): hit the first fish at the cell, else first sub ---
+    reward = torch.zeros_like(s.oxygen)
     for k in reversed(range(BULLET_SLOTS)):
-        a = fb_alive[k]
-        x = torch.where(a, fb_x[k] + 2 * fb_dir[k] - 1, fb_x[k])
-        fb_x[k] = x
-        inside = a & (x >= 0) & (x <= 9)
-        at = alive & (en_x == x[:, None]) & (en_y == fb_y[k][:, None]) & inside[:, None]
-        first_fish = torch.where(at & (en_sub == 0), slots, ENEMY_SLOTS).amin(dim=1)
-        first_sub = torch.where(at & (en_sub == 1), slots, ENEMY_SLOTS).amin(dim=1)
-        victim = torch.where(first_fish < ENEMY_SLOTS, first_fish, first_sub)
-        hit = victim < ENEMY_SLOTS
-        alive = alive & (slots != victim[:, None])
-        reward = reward + hit.long()
-        fb_alive[k] = inside & ~hit
+        b, cell = fb[k], cells[k]
+        inside = cell != NOWHERE
+        victim = torch.where((en & CELL) == cell, en >> AGE_SHIFT, -1).amax(dim=0)
+        hit = victim >= 0
+        en = torch.where((en >> AGE_SHIFT) == victim, DEAD, en)
+        reward = reward + hit.to(I32)
+        fb[k] = torch.where(inside & ~hit, b, 0)
+    fb = list(_compact2(*fb))
+    en = _store(en)
 
     # -- divers (reverse order) -------------------------------------------------------------
     diver_count = s.diver_count
     for k in reversed(range(DIVER_SLOTS)):
-        a = dv_alive[k]
-        pick = a & (dv_x[k] == sub_x) & (dv_y[k] == sub_y) & (diver_count < MAX_DIVERS)
-        diver_count = diver_count + pick.long()
-        rest = a & ~pick
-        mv = rest & (dv_t[k] == 0)
-        dv_t[k] = torch.where(mv, DIVER_MOVE_INTERVAL, torch.where(rest, dv_t[k] - 1, dv_t[k]))
-        x = torch.where(mv, dv_x[k] + 2 * dv_dir[k] - 1, dv_x[k])
-        dv_x[k] = x
-        out = mv & ((x < 0) | (x > 9))
-        pick2 = mv & ~out & (x == sub_x) & (dv_y[k] == sub_y) & (diver_count < MAX_DIVERS)
-        diver_count = diver_count + pick2.long()
-        dv_alive[k] = rest & ~out & ~pick2
+        d = dv[k]
+        live = d != 0
+        pick = live & ((d & CELL) == at_sub) & (diver_count < MAX_DIVERS)
+        diver_count = diver_count + pick.to(I32)
+        rest = live & ~pick
+        mv = rest & ((d & TIMER) == 0)
+        d = torch.where(
+            mv,
+            d + _step_x(d) + (DIVER_MOVE_INTERVAL << TIMER_SHIFT),
+            torch.where(rest, d - (1 << TIMER_SHIFT), d),
+        )
+        xk = d & 15
+        out = mv & ((xk == 0) | (xk == 11))
+        pick2 = mv & ~out & ((d & CELL) == at_sub) & (diver_count < MAX_DIVERS)
+        diver_count = diver_count + pick2.to(I32)
+        dv[k] = torch.where(rest & ~out & ~pick2, d, 0)
+    dv = _compact2(*dv)
 
     # -- enemy subs and fish (each in reverse order; independent but for bullets) ----------
-    at_sub = (en_y == sub_y[:, None]) & (en_x == sub_x[:, None])
-    term = term | (alive & at_sub).any(dim=1)
-    mv = alive & (en_timer == 0)
-    en_timer = torch.where(mv, ms[:, None], torch.where(alive, en_timer - 1, en_timer))
-    en_x = torch.where(mv, en_x + 2 * en_dir - 1, en_x)
-    out = mv & ((en_x < 0) | (en_x > 9))
-    crash = mv & ~out & (en_y == sub_y[:, None]) & (en_x == sub_x[:, None])
-    term = term | crash.any(dim=1)
-    checks = mv & ~out & ~crash  # look for a friendly bullet at the new cell
-    alive_now = alive & ~out
-    # Subs shoot (even one removed this step) from their cell.
-    subs = alive & (en_sub == 1)
-    shoots = subs & (en_shot == 0)
-    reload = torch.where(en_shot == 0, ENEMY_SHOT_INTERVAL, en_shot - 1)
-    en_shot = torch.where(subs, reload, en_shot)
-    # Moved enemies take the first remaining bullet at their cell: subs first, reverse order.
-    key = torch.where(checks, slots + ENEMY_SLOTS * en_sub, -1)
-    b0, b1 = fb_alive
-    at0 = b0[:, None] & (en_x == fb_x[0][:, None]) & (en_y == fb_y[0][:, None])
-    at1 = b1[:, None] & (en_x == fb_x[1][:, None]) & (en_y == fb_y[1][:, None])
-    k0 = torch.where(at0, key, -1).amax(dim=1)
-    same = b0 & b1 & (fb_x[0] == fb_x[1]) & (fb_y[0] == fb_y[1])
-    at1 = at1 & ~(same[:, None] & (key == k0[:, None]))
-    k1 = torch.where(at1, key, -1).amax(dim=1)
-    take0, take1 = k0 >= 0, k1 >= 0
-    killed = (take0[:, None] & (key == k0[:, None])) | (take1[:, None] & (key == k1[:, None]))
-    alive = alive_now & ~killed
-    reward = reward + take0.long() + take1.long()
-    fb_alive = [b0 & ~take0, b1 & ~take1]
+    cell0 = torch.where(fb[0] != 0, fb[0] & CELL, NOWHERE)
+    cell1 = torch.where(fb[1] != 0, fb[1] & CELL, NOWHERE)
+    ms_t = ms << TIMER_SHIFT
+    term = ((en & CELL) == at_sub).to(I32).amax(dim=0) != 0
+    gone = en == DEAD
+    mv = (en & TIMER) == 0  # never for a free slot
+    en = torch.where(mv, en + _step_x(en) + ms_t, en - (1 << TIMER_SHIFT))
+    xk = en & 15
+    out = (xk == 0) | (xk == 11)  # only after a move
+    crash = (en & CELL) == at_sub
+    term = term | (crash.to(I32).amax(dim=0) != 0)
+    check = mv & ~out & ~crash  # looks for a friendly bullet at its new cell
+    reload = (en & SHOT) == 0
+    shoots = reload & (en < FISH) & ~out  # a sub removed by a bullet still shoots
+    en = torch.where(reload, en + (ENEMY_SHOT_INTERVAL << SHOT_SHIFT), en - (1 << SHOT_SHIFT))
+    en = _store(en)
+    check = _store(check.to(I32)) != 0
+    key = en >> AGE_SHIFT
+    c = en & CELL
+    # Moved enemies take the first remaining bullet at their cell (subs first, reverse order):
+    # bullet 0 goes to the smallest key at its cell, bullet 1 to the smallest other one.
+    k0 = torch.where(check & (c == cell0), key, 1000).amin(dim=0)
+    k1 = torch.where(check & (c == cell1) & (key != k0), key, 1000).amin(dim=0)
+    take0, take1 = k0 < 1000, k1 < 1000
+    gone = gone | out | (key == k0) | (key == k1)
+    en_next = torch.where(gone, DEAD, en + (1 << AGE_SHIFT))
+    reward = reward + take0.to(I32) + take1.to(I32)
+    fb = _compact2(torch.where(take0, 0, fb[0]), torch.where(take1, 0, fb[1]))
 
     # -- enemy bullets: new shots join, then all move --------------------------------------
-    shot_ok = shoots & (en_x >= 0) & (en_x <= 9)
-    hi, right = en_y >= 5, en_dir == 1
-    bit = torch.where(shot_ok, 1 << (10 * (en_y - 5 * hi.long()) + en_x.clamp(0, 9)), 0)
-    parts = [torch.where((right == r) & (hi == h), bit, 0) for r in (0, 1) for h in (0, 1)]
-    new = or_reduce(torch.stack(parts, dim=1))  # (N, 4): left lo, left hi, right lo, right hi
-    l_lo, l_hi = s.eb_l_lo | new[:, 0], s.eb_l_hi | new[:, 1]
-    r_lo, r_hi = s.eb_r_lo | new[:, 2], s.eb_r_hi | new[:, 3]
+    yk = (en >> 4) & 15
+    hi = yk >= 5
+    pos = (xk - 1 + 10 * yk - torch.where(hi, 50, 0)).clamp(0, 49).to(torch.int64)
+    bit = torch.where(shoots, 1 << pos, 0)
+    right = ((en >> DIR_SHIFT) & 1) == 1
+    parts = [
+        _tree(torch.where((right == r) & (hi == h), bit, 0), torch.bitwise_or)
+        for r in (False, True)
+        for h in (False, True)
+    ]  # left lo, left hi, right lo, right hi
+    l_lo, l_hi = s.eb_l_lo | parts[0], s.eb_l_hi | parts[1]
+    r_lo, r_hi = s.eb_r_lo | parts[2], s.eb_r_hi | parts[3]
     sub_lo, sub_hi = cell_bits(sub_y, sub_x)
     hit = ((l_lo | r_lo) & sub_lo) | ((l_hi | r_hi) & sub_hi)
     l_lo, l_hi = (l_lo >> 1) & ~COL9, (l_hi >> 1) & ~COL9
@@ -327,9 +382,9 @@ def step(
     term = term | (hit != 0)
 
     # -- timers, oxygen, surfacing --------------------------------------------------------
-    e_spawn_timer = e_spawn_timer - (e_spawn_timer > 0).long()
-    d_spawn_timer = d_spawn_timer - (d_spawn_timer > 0).long()
-    shot_timer = shot_timer - (shot_timer > 0).long()
+    e_spawn_timer = e_spawn_timer - (e_spawn_timer > 0).to(I32)
+    d_spawn_timer = d_spawn_timer - (d_spawn_timer > 0).to(I32)
+    shot_timer = shot_timer - (shot_timer > 0).to(I32)
     term = term | (s.oxygen <= 0)
     below = sub_y > 0
     oxygen = torch.where(below, s.oxygen - 1, s.oxygen)
@@ -340,29 +395,18 @@ def step(
     reward = reward + torch.where(full, tenths(oxygen), 0)
     diver_count = torch.where(full, 0, diver_count)
     oxygen = torch.where(surf, MAX_OXYGEN, oxygen)
-    diver_count = diver_count - surf.long()
-    surface = torch.where(below, 0, s.surface | surf.long())
+    diver_count = diver_count - surf.to(I32)
+    surface = torch.where(below, 0, s.surface | surf.to(I32))
     spawn_speed = s.e_spawn_speed
     ramp = surf & ((spawn_speed > 1) | (ms > 2)) & params.difficulty_ramping
-    move_speed = ms - (ramp & (ms > 2) & ((s.ramp_index & 1) == 1)).long()
-    spawn_speed = spawn_speed - (ramp & (spawn_speed > 1)).long()
-    ramp_index = s.ramp_index + ramp.long()
+    move_speed = ms - (ramp & (ms > 2) & ((s.ramp_index & 1) == 1)).to(I32)
+    spawn_speed = spawn_speed - (ramp & (spawn_speed > 1)).to(I32)
+    ramp_index = s.ramp_index + ramp.to(I32)
 
-    # -- compact the lists ----------------------------------------------------------------
-    (fbx, fby, fbd), fb_n = _compact2(fb_alive, [fb_x, fb_y, fb_dir])
-    (dvx, dvy, dvd, dvt), dv_n = _compact2(dv_alive, [dv_x, dv_y, dv_dir, dv_t])
-    packed = en_x | (en_y << 4) | (en_dir << 8) | (en_sub << 9) | (en_timer << 10) | (en_shot << 14)
-    dest = torch.where(alive, torch.cumsum(alive.long(), dim=1) - 1, ENEMY_SLOTS)
-    packed = torch.zeros(packed.shape[0], ENEMY_SLOTS + 1, dtype=torch.int64, device=dev).scatter(
-        1, dest, torch.where(alive, packed, 0)
-    )[:, :ENEMY_SLOTS]
     nxt = SeaquestState(
         oxygen, diver_count, sub_x, sub_y, sub_or, spawn_speed, e_spawn_timer, d_spawn_timer,
-        move_speed, ramp_index, shot_timer, surface, term.long(),
-        fbx, fby, fbd, fb_n,
-        packed & 15, (packed >> 4) & 15, (packed >> 8) & 1, (packed >> 9) & 1,
-        (packed >> 10) & 15, (packed >> 14) & 15, alive.long().sum(dim=1),
-        dvx, dvy, dvd, dvt, dv_n, l_lo, l_hi, r_lo, r_hi,
+        move_speed, ramp_index, shot_timer, surface, term.to(I32),
+        tuple(fb), tuple(dv), tuple(en_next.unbind(0)), l_lo, l_hi, r_lo, r_hi,
     )  # fmt: skip
     done = s.terminal != 0
     nxt = select(done, s, nxt)
@@ -370,18 +414,10 @@ def step(
     return nxt, reward, nxt.terminal != 0
 
 
-def or_reduce(x: torch.Tensor) -> torch.Tensor:
-    """Bitwise OR over the last dim (a power of 2) by halving, (..., K) -> (...)."""
-    while x.shape[-1] > 1:
-        h = x.shape[-1] // 2
-        x = x[..., :h] | x[..., h:]
-    return x[..., 0]
-
-
 def cell_bits(y: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Bitboard words ``(lo, hi)`` of cells (row y, column x in 0..9), same shapes."""
+    """Bitboard words ``(lo, hi)`` (int64) of cells (row y, column x in 0..9), same shapes."""
     lo = y < 5
-    bit = 1 << (10 * torch.where(lo, y, y - 5) + x)
+    bit = torch.ones_like(y, dtype=torch.int64) << (10 * torch.where(lo, y, y - 5) + x)
     return torch.where(lo, bit, 0), torch.where(lo, 0, bit)
 
 
@@ -392,87 +428,152 @@ def tenths(oxygen: torch.Tensor) -> torch.Tensor:
     """
     out = torch.zeros_like(oxygen)
     for k in range(1, 11):
-        out = out + (oxygen >= k * MAX_OXYGEN // 10).long()
+        out = out + (oxygen >= k * MAX_OXYGEN // 10).to(oxygen.dtype)
     return out
 
 
 #: ``(b * _SPREAD_MUL) & _SPREAD_MASK`` moves bit c of a 5-bit b to bit 10 c (no carries).
 _SPREAD_MUL = sum(1 << (9 * k) for k in range(5))
 _SPREAD_MASK = sum(1 << (10 * k) for k in range(5))
-#: Right shifts taking nibble q (bits 4q..4q+3) of ``h0 + h1 << 50`` from h0 and ``h1 << 2``
-#: (63 shifts a part out: h0 < 2**50, and ``h1 << 2 >> 63`` is 0 for h1 < 2**50).
-_NIBBLE_SHIFTS = (
-    [4 * q if 4 * q < 50 else 63 for q in range(25)],
-    [4 * q - 48 if 4 * q >= 48 else 63 for q in range(25)],
-)
+
+
+def _spread(board: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Five cells ``board >> shift`` (bits 0-4) moved to bits 0, 10, .., 40."""
+    return (((board >> shift) & 31) * _SPREAD_MUL) & _SPREAD_MASK
+
+
+def _half_row_value(x: torch.Tensor, channel: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cell-major half-row words ``(h0, h1)`` with bit ``10 (x % 5) + channel`` of column x.
+
+    Columns outside 0..9 give zeros.
+    """
+    one = torch.ones_like(x, dtype=torch.int64)
+    ok = (x >= 0) & (x <= 9)
+    lo = x < 5
+    bit = one << (10 * torch.where(lo, x, x - 5) + channel).clamp(0, 62)
+    return torch.where(ok & lo, bit, 0), torch.where(ok & ~lo, bit, 0)
 
 
 def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
     """(N, 10, 10, 10) bool observation, channels as :data:`CHANNELS`.
 
-    Each channel is first a bitboard (two words, :func:`cell_bits`); then each half row
-    (5 cells x 10 channels) becomes a 50-bit word, bit ``10 (x % 5) + channel``, whose bits
-    are spread into bytes four at a time and stored as int32 words, which are viewed as the
-    bool output (compiled bool/uint8 stores are written byte by byte; a same-width bool view is
-    a copy, an int32 -> bool view is free).
+    Fish, subs, trails and enemy bullets are bitboards (two words, :func:`cell_bits`) spread
+    into cell-major half-row words (bit ``10 (x % 5) + channel``, five cells each); the sub,
+    friendly bullets and divers are put straight into the half-row word of their row (the
+    half rows are a (10, 2, N) tensor: envs innermost). The half rows are concatenated into
+    16 64-bit words per env (the 1000 output bits, bit ``100 y + 10 x + channel``), whose
+    nibbles are spread into bytes and stored as int32 words, which are viewed as the bool
+    output (compiled bool/uint8 stores are written byte by byte; an int32 -> bool view is
+    free).
     """
     dev = s.sub_x.device
+    z64 = torch.zeros_like(s.eb_l_lo)
+    en = torch.stack(s.en)  # (32, N)
+    xk = (en & 15) - 1
+    yk = (en >> 4) & 15
+    live = en != DEAD
+    hi = yk >= 5
+    pos = torch.where(live, xk + 10 * yk - torch.where(hi, 50, 0), 0).to(torch.int64)
+    bit = _store(torch.where(live, 1 << pos, 0))
+    is_fish = en >= FISH
+    f_lo, f_hi, s_lo, s_hi = (
+        _tree(torch.where((is_fish == f) & (hi == h), bit, 0), torch.bitwise_or)
+        for f in (True, False)
+        for h in (False, True)
+    )
+    # Bit y: the enemies of row y move right.
+    dirs = _tree(((en >> DIR_SHIFT) & 1) << torch.where(live, yk, 0), torch.bitwise_or)
+    right_lo = z64
+    right_hi = z64
+    for y in range(1, 9):
+        mask = torch.where(((dirs >> y) & 1) == 1, ROW << (10 * (y % 5)), 0)
+        if y < 5:
+            right_lo = right_lo | mask
+        else:
+            right_hi = right_hi | mask
+    e_lo, e_hi = f_lo | s_lo, f_hi | s_hi
+    t_lo = (((e_lo & right_lo) >> 1) & ~COL9) | (((e_lo & ~right_lo) << 1) & (WORD & ~COL0))
+    t_hi = (((e_hi & right_hi) >> 1) & ~COL9) | (((e_hi & ~right_hi) << 1) & (WORD & ~COL0))
+    b_lo, b_hi = s.eb_l_lo | s.eb_r_lo, s.eb_l_hi | s.eb_r_hi
 
-    def slots_or(y, x, ok):  # noqa: ANN001, ANN202 - (N, K) cells -> lo, hi words
-        lo, hi = cell_bits(y, x.clamp(0, 9))
-        return torch.where(ok, lo, 0), torch.where(ok, hi, 0)
-
-    boards = [None] * len(CHANNELS)  # (lo, hi) per channel
-    boards[0] = cell_bits(s.sub_y, s.sub_x)
+    # Objects as (row, h0, h1): the sub (front, back), bullets, divers (+ trails).
+    objects = []
     back = s.sub_x + 1 - 2 * s.sub_or  # wraps modulo 10 (never needed from a reset)
-    boards[1] = cell_bits(s.sub_y, torch.where(back < 0, 9, torch.where(back > 9, 0, back)))
-    en_ok = torch.arange(ENEMY_SLOTS, device=dev)[None, :] < s.en_n[:, None]
-    e_lo, e_hi = slots_or(s.en_y, s.en_x, en_ok)
-    back = s.en_x + 1 - 2 * s.en_dir
-    t_lo, t_hi = slots_or(s.en_y, back, en_ok & (back >= 0) & (back <= 9))
-    fish = s.en_sub == 0
-    enemy = or_reduce(
-        torch.stack(
-            (
-                torch.where(fish, e_lo, 0), torch.where(fish, e_hi, 0),
-                torch.where(fish, 0, e_lo), torch.where(fish, 0, e_hi), t_lo, t_hi,
-            ),
-            dim=1,
-        )
-    )  # fmt: skip
-    boards[5] = enemy[:, 0], enemy[:, 1]
-    boards[6] = enemy[:, 2], enemy[:, 3]
-    small = [None] * 3
-    fb_ok = torch.arange(BULLET_SLOTS, device=dev)[None, :] < s.fb_n[:, None]
-    small[0] = slots_or(s.fb_y, s.fb_x, fb_ok)
-    dv_ok = torch.arange(DIVER_SLOTS, device=dev)[None, :] < s.dv_n[:, None]
-    small[1] = slots_or(s.dv_y, s.dv_x, dv_ok)
-    back = s.dv_x + 1 - 2 * s.dv_dir
-    small[2] = slots_or(s.dv_y, back, dv_ok & (back >= 0) & (back <= 9))
-    small = [(or_reduce(lo), or_reduce(hi)) for lo, hi in small]
-    boards[2] = small[0]
-    boards[9] = small[1]
-    boards[3] = enemy[:, 4] | small[2][0], enemy[:, 5] | small[2][1]
-    boards[4] = s.eb_l_lo | s.eb_r_lo, s.eb_l_hi | s.eb_r_hi
-    zero = torch.zeros_like(s.sub_x)
-    oxy = (1 << tenths(s.oxygen)) - 1
-    boards[7] = zero, oxy << 40
-    dc = s.diver_count.clamp(0, 9)
-    boards[8] = zero, ((1 << dc) - 1) << (49 - dc)
-    words = []
-    for y in range(10):
-        for half in range(2):
-            w = zero
-            for ch, board in enumerate(boards):
-                b = (board[y // 5] >> (10 * (y % 5) + 5 * half)) & 31
-                w = w | (((b * _SPREAD_MUL) & _SPREAD_MASK) << ch)
-            words.append(w)
-    words = torch.stack(words, dim=1).view(-1, 10, 2)
-    # Row y is the 100-bit number h0 + h1 << 50; int32 word q holds its bits 4q..4q+3.
-    shift0, shift1 = (torch.tensor(t, device=dev) for t in _NIBBLE_SHIFTS)
-    nib = (words[:, :, :1] >> shift0) | ((words[:, :, 1:] << 2) >> shift1)
-    out = (((nib & 15) * 0x204081) & 0x01010101).to(torch.int32)  # (N, 10, 25)
+    back = torch.where(back < 0, 9, torch.where(back > 9, 0, back))
+    f0, f1 = _half_row_value(s.sub_x, 0)
+    b0, b1 = _half_row_value(back, 1)
+    objects.append((s.sub_y, f0 | b0, f1 | b1))
+    for b in s.fb:
+        h0, h1 = _half_row_value((b & 15) - 1, 2)  # a free slot has x = -1: zeros
+        objects.append(((b >> 4) & 15, h0, h1))
+    for d in s.dv:
+        xk = torch.where(d != 0, (d & 15) - 1, -9)  # a free slot: no body, no trail
+        h0, h1 = _half_row_value(xk, 9)
+        t0, t1 = _half_row_value(xk + 1 - 2 * ((d >> DIR_SHIFT) & 1), 3)
+        objects.append(((d >> 4) & 15, h0 | t0, h1 | t1))
+
+    # Half-row words of rows 0-9 as (10, 2, N) (envs innermost, so every op is vectorised
+    # across envs): bitboard channels spread, objects added; row 9 holds the two gauges.
+    rows = torch.arange(10, device=dev, dtype=I32)[:, None, None]  # (10, 1, 1)
+    in_hi = rows >= 5
+    shift = (10 * torch.where(in_hi, rows - 5, rows)).to(torch.int64) + torch.tensor(
+        [0, 5], device=dev
+    )[None, :, None]  # (10, 2, 1): first cell of the half row in its board word
+
+    def board(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+        return torch.where(in_hi, hi, lo)  # (10, 1, N)
+
+    oxy = (1 << tenths(s.oxygen).to(torch.int64)) - 1  # columns 0..tenths-1
+    dc = s.diver_count.clamp(0, 9).to(torch.int64)
+    divers = ((1 << dc) - 1) << (9 - dc)  # columns 9-dc..8
+    h = (
+        (_spread(board(t_lo, t_hi), shift) << 3)
+        | (_spread(board(b_lo, b_hi), shift) << 4)
+        | (_spread(board(f_lo, f_hi), shift) << 5)
+        | (_spread(board(s_lo, s_hi), shift) << 6)
+    )  # (10, 2, N)
+    objects.append((torch.full_like(s.sub_y, 9), *_gauge_halves(oxy, divers)))
+    for y, h0, h1 in objects:
+        h = h | torch.where(y == rows, torch.stack((h0, h1))[None], 0)
+    # The observation of an env is the 1000-bit string of its half-row words (half row k at
+    # bit 50 k); gather it into 64-bit words, then int32 output word j (bytes 4j..4j+3) is
+    # nibble j % 16 of 64-bit word j // 16, spread into bytes (at most 2 sources per lane).
+    half_rows = h.view(20, -1)
+    flat = []
+    for m in range(16):
+        parts = []
+        for k in range(20):
+            d = 50 * k - 64 * m
+            if -50 < d < 64:
+                parts.append(half_rows[k] << d if d >= 0 else half_rows[k] >> -d)
+        word = parts[0]
+        for part in parts[1:]:
+            word = word | part
+        flat.append(word)
+    flat = torch.stack(flat)  # (16, N) int64
+    lo32 = (flat & 0xFFFFFFFF).to(I32).t()  # (N, 16): bits 64 m .. 64 m + 31
+    hi32 = (flat >> 32).to(I32).t()  # bits 64 m + 32 .. 64 m + 63
+    # Per lane (nibble) of a 64-bit word: its int32 half (-1 = low) and the shift in it.
+    low = torch.tensor([-1 if q < 8 else 0 for q in range(16)], dtype=I32, device=dev)
+    shift = torch.tensor([4 * (q % 8) for q in range(16)], dtype=I32, device=dev)
+
+    def spread(a: torch.Tensor, b: torch.Tensor, lanes: int) -> torch.Tensor:
+        m = low[:lanes]
+        nib = (((a[..., None] & m) | (b[..., None] & ~m)) >> shift[:lanes]) & 15
+        return (nib * 0x204081) & 0x01010101
+
+    # Words 0-239 as (N, 15, 16) and 240-249; int32 tables, no bool loads.
+    main = spread(lo32[:, :15], hi32[:, :15], 16).reshape(-1, 240)
+    out = torch.cat((main, spread(lo32[:, 15], hi32[:, 15], 10)), dim=1)  # (N, 250) int32
     return out.view(torch.bool).view(-1, 10, 10, len(CHANNELS))
+
+
+def _gauge_halves(oxy: torch.Tensor, divers: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row 9's half-row words from the oxygen and diver gauges' 10-bit column masks."""
+    zero = torch.zeros_like(oxy)
+    h0 = (_spread(oxy, zero) << 7) | (_spread(divers, zero) << 8)
+    h1 = (_spread(oxy, zero + 5) << 7) | (_spread(divers, zero + 5) << 8)
+    return h0, h1
 
 
 class Seaquest(MinAtarEnv):
