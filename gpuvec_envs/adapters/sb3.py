@@ -23,8 +23,9 @@ How it differs from ``DummyVecEnv``, deliberately:
   ``info.get("TimeLimit.truncated", False)`` and only for finished envs, so the values it
   sees are identical; unfinished envs get an empty dict.
 * The optional episode statistics (``monitor=True``, what ``make_vec_env``'s per-env
-  ``Monitor`` gives) are kept in numpy arrays for the whole batch, so ``VecMonitor``'s
-  per-env Python loop is not needed.
+  ``Monitor`` gives) are kept as (N,) tensors updated inside the step's compiled call
+  (:meth:`GpuVecEnv.fuse`, with the done flags and the float32 rewards), so neither
+  ``VecMonitor``'s per-env Python loop nor any host-side array op is needed.
 * Attributes and parameters are shared by the batch: ``get_attr`` returns the shared value
   for each requested index, ``set_attr`` must address every env.
 """
