@@ -315,6 +315,7 @@ class SB3VecEnv(VecEnv):
         obs_pair, flags, rewards, *episode = self._to_numpy(*outputs)
         obs, final_obs = obs_pair[0], obs_pair[1]
         dones, time_limit = flags.view(np.bool_)
+        # SB3's contract: one dict per env; only finished envs' dicts get filled below
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         finished = np.flatnonzero(dones)
         if finished.size:

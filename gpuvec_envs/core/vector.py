@@ -509,16 +509,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             holds ``final_obs`` (N, *obs_shape; the pre-reset obs) with mask ``_final_obs``,
             and ``final_info`` ({}) with mask ``_final_info``.
         """
-        return self.step_prepared(self.prepare_action(actions))
-
-    def step_prepared(
-        self, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """:meth:`step` with an action :meth:`prepare_action` has already returned.
-
-        For adapters that convert and check actions ahead of the step (SB3's
-        ``step_async``); the action is used as it is, unchecked.
-        """
+        action = self.prepare_action(actions)
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         out = self._step(self._state, action)
@@ -546,7 +537,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         result)`` is a pure function of the step's :class:`StepOut` and of a carried pytree
         ``extra`` of (N, ...) tensors owned by the caller. The returned function
         ``f(extra, action) -> (extra, result)`` takes an action :meth:`prepare_action` has
-        returned, advances the env as :meth:`step_prepared` does, and runs on this env's
+        returned, advances the env as :meth:`step` does, and runs on this env's
         backend (recompiled if the params change). ``extra`` must keep its structure,
         shapes, dtypes and strides from call to call.
         """
