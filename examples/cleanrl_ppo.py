@@ -412,7 +412,7 @@ class CompiledUpdate:
 
     def _compile(self, args: tuple[Any, ...]) -> Callable[..., Any]:
         try:  # compile_flat's code is kept in inductor's on-disk cache across runs
-            fn = compile_flat(self._step, args)
+            fn = compile_flat(self._step, args, options={"cpp_wrapper": True})
         except Exception as exc:  # noqa: BLE001 - the same step, eagerly
             warnings.warn(
                 f"compiling the minibatch step failed ({type(exc).__name__}: {exc}); "

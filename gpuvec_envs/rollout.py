@@ -49,6 +49,14 @@ class Rollout(NamedTuple):
     next_obs: torch.Tensor  # (N, *obs_shape): observation after the last step
 
 
+def _policy_module(policy: Callable[..., Any]) -> torch.nn.Module | None:
+    """The module whose weights ``policy`` reads: itself, or the owner of a bound method."""
+    if isinstance(policy, torch.nn.Module):
+        return policy
+    owner = getattr(policy, "__self__", None)
+    return owner if isinstance(owner, torch.nn.Module) else None
+
+
 def _split(out: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """A policy output: a tensor (the action) or a dict with ``"action"`` and extras."""
     if isinstance(out, torch.Tensor):
@@ -234,10 +242,10 @@ class RolloutCollector:
         """The whole rollout as one compiled call; its stacked outputs fill the buffers."""
         first = self._scan_fn is None
         if first:
-            self._scan_fn = self._build_scan_fn(state)
+            self._scan_fn = self._build_scan_fn(state, obs)
         b = self.buffers
         with torch.no_grad():
-            leaves, next_obs, ys = self._scan_fn(self._flatten(state), obs, self._xs)
+            leaves, next_obs, ys = self._scan_fn(self._flatten(state), obs)
         o, action, reward, term, trunc, extras = ys
         for dst, src in ((b.obs, o), (b.actions, action), (b.rewards, reward)):
             dst.copy_(src)
@@ -251,23 +259,77 @@ class RolloutCollector:
             self.kind = "scan"
         return b
 
-    def _build_scan_fn(self, state: ShellState) -> Callable[..., Any]:
-        """``f(state_leaves, obs, xs) -> (state_leaves, next_obs, stacked step outputs)``."""
-        from torch._higher_order_ops import scan
+    def _build_scan_fn(self, state: ShellState, obs: torch.Tensor) -> Callable[..., Any]:
+        """``f(state_leaves, obs) -> (state_leaves, next_obs, stacked step outputs)``.
 
+        A policy that is an ``nn.Module`` (or a method of one) is traced with its
+        parameters and buffers as inputs, straight to inductor (no dynamo: a process that
+        finds the rollout in inductor's cache starts ~1 s sooner); any other callable goes
+        through ``torch.compile``, which lifts the tensors it reads.
+        """
         self._flatten = fusion.make_flattener((state,))
         self._unflatten_state = fusion.make_unflattener(state)
-        self._xs = torch.zeros(self.num_steps, 1, device=self.env.device)  # scan's length
-        step = functools.partial(
-            _policy_step, self.policy, self._env_step, self.env._action_dtype
+        step = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)
+        module = _policy_module(self.policy)
+        if module is not None:
+            return self._build_flat_scan(step, module, state, obs)
+        return self._build_dynamo_scan(step)
+
+    def _build_flat_scan(
+        self,
+        step: Callable[..., Any],
+        module: torch.nn.Module,
+        state: ShellState,
+        obs: torch.Tensor,
+    ) -> Callable[..., Any]:
+        from torch._higher_order_ops.scan import scan_op
+        from torch.nn.utils.stateless import _reparametrize_module
+
+        names = [n for n, _ in module.named_parameters()] + [n for n, _ in module.named_buffers()]
+
+        def weights() -> tuple[torch.Tensor, ...]:  # aliases: in-place updates are seen
+            return tuple(t.detach() for t in (*module.parameters(), *module.buffers()))
+
+        flatten, unflatten = self._flatten, self._unflatten_state
+        n_leaves = len(flatten(state))
+        keys = list(self.buffers.extras)
+
+        def body(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            leaves, o, w = args[:n_leaves], args[n_leaves], args[n_leaves + 2 :]
+            with _reparametrize_module(module, dict(zip(names, w, strict=True))):
+                new_state, next_obs, action, reward, term, trunc, extras = step(
+                    unflatten(leaves), o
+                )
+            # scan's carry and outputs must not alias its inputs (key words pass through)
+            new_leaves = tuple(t.clone() for t in flatten(new_state))
+            ys = (o.clone(), action, reward, term, trunc, *(extras[k] for k in keys))
+            return (*new_leaves, next_obs, *ys)
+
+        def rollout(w: Any, leaves: Any, o: torch.Tensor, xs: torch.Tensor) -> Any:
+            return tuple(scan_op(body, [*leaves, o], [xs], additional_inputs=tuple(w)))
+
+        xs = torch.zeros(self.num_steps, 1, device=self.env.device)  # scan's length
+        compiled = fusion.compile_flat(
+            rollout, (weights(), flatten(state), obs, xs), options=SCAN_INDUCTOR_OPTIONS
         )
+
+        def call(leaves: Any, o: torch.Tensor) -> tuple[Any, ...]:
+            out = compiled(weights(), leaves, o, xs)
+            ys = out[n_leaves + 1 :]
+            extras = dict(zip(keys, ys[5:], strict=True))
+            return out[:n_leaves], out[n_leaves], (*ys[:5], extras)
+
+        return call
+
+    def _build_dynamo_scan(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        from torch._higher_order_ops import scan
+
+        xs = torch.zeros(self.num_steps, 1, device=self.env.device)  # scan's length
         flatten, unflatten = self._flatten, self._unflatten_state
 
         def body(carry: Any, _x: torch.Tensor) -> tuple[Any, Any]:
             leaves, obs = carry
-            new_state, next_obs, action, reward, term, trunc, extras = step(
-                unflatten(leaves), obs
-            )
+            new_state, next_obs, action, reward, term, trunc, extras = step(unflatten(leaves), obs)
             # scan's carry and outputs must not alias its inputs (key words pass through)
             new_leaves = tuple(t.clone() for t in flatten(new_state))
             return (new_leaves, next_obs), (obs.clone(), action, reward, term, trunc, extras)
@@ -282,7 +344,7 @@ class RolloutCollector:
             dynamic=False,
             options=SCAN_INDUCTOR_OPTIONS,
         )
-        return compiled
+        return lambda leaves, obs: compiled(leaves, obs, xs)
 
     def _build_step_fn(self, state: ShellState, obs: torch.Tensor) -> Callable[..., Any]:
         eager = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
+from gpuvec_envs.core import fusion
 from gpuvec_envs.rollout import RolloutCollector
 
 N, T = 16, 25
@@ -23,36 +24,45 @@ def make(device="cpu"):
     )
 
 
-def make_policy(device="cpu"):
-    net = torch.nn.Linear(4, 2, dtype=torch.float64, device=device)
-    with torch.no_grad():
-        net.weight.copy_(torch.tensor([[0.0, 0.0, -3.0, -1.0], [0.0, 0.0, 3.0, 1.0]]))
-        net.bias.zero_()
+class Policy(torch.nn.Module):
+    """A linear policy; odd envs push the pole over (terminations), even envs balance."""
 
-    sign = torch.ones(N, 1, dtype=torch.float64, device=device)
-    sign[1::2] = -1.0  # odd envs push the pole over (terminations), even envs balance
+    def __init__(self, device="cpu"):
+        super().__init__()
+        self.net = torch.nn.Linear(4, 2, dtype=torch.float64, device=device)
+        with torch.no_grad():
+            self.net.weight.copy_(torch.tensor([[0.0, 0.0, -3.0, -1.0], [0.0, 0.0, 3.0, 1.0]]))
+            self.net.bias.zero_()
+        sign = torch.ones(N, 1, dtype=torch.float64, device=device)
+        sign[1::2] = -1.0
+        self.register_buffer("sign", sign)
 
-    def policy(obs):
-        logits = net(obs) * sign
+    def forward(self, obs):
+        logits = self.net(obs) * self.sign
         logp = torch.log_softmax(logits, -1)
         action = logits.argmax(-1)
         return {
             "action": action,
             "log_prob": logp.gather(1, action[:, None])[:, 0],
             "value": logits.sum(-1),
-            "u": torch.rand(N, dtype=torch.float64, device=device),  # fresh at every step
+            "u": torch.rand(N, dtype=obs.dtype, device=obs.device),  # fresh at every step
         }
 
-    return policy
 
-
-def check_against_loop(backend, device="cpu", collects=2, **kwargs):
+def check_against_loop(backend, device="cpu", collects=2, module_policy=False, **kwargs):
+    """Compare ``collects`` rollouts with a loop; between rollouts the policy's weights
+    change in place (as an optimizer step does). ``module_policy``: pass the module itself
+    (traced with its weights as inputs) instead of a plain function that calls it."""
     env, ref = make(device), make(device)
     env.reset(seed=3)
     obs, _ = ref.reset(seed=3)
-    policy = make_policy(device)
+    module = Policy(device)
+    policy = module if module_policy else (lambda obs: module(obs))
     collector = RolloutCollector(env, policy, T, backend=backend, **kwargs)
-    for _ in range(collects):
+    for i in range(collects):
+        if i == 1:  # the weights are read at every call, not baked into the compiled code
+            with torch.no_grad():
+                module.net.bias.copy_(torch.tensor([0.4, -0.4], dtype=torch.float64))
         out = collector.collect()
         with torch.no_grad():
             for t in range(T):
@@ -86,9 +96,18 @@ def test_eager_collector_equals_loop():
 
 
 def test_scan_collector_equals_loop():
-    """The default CPU path: the whole T-step rollout as one compiled scan call."""
+    """The default CPU path: the whole T-step rollout as one compiled scan call (a plain
+    function as the policy: compiled by ``torch.compile``, which lifts its weights)."""
     c = check_against_loop("compile", collects=3)
     assert c.kind == "scan"
+
+
+def test_scan_collector_with_module_policy_equals_loop():
+    """An ``nn.Module`` policy: traced with its parameters and buffers as inputs straight
+    into one ``compile_flat`` graph (no dynamo)."""
+    before = fusion.compiled_graphs
+    c = check_against_loop("compile", collects=3, module_policy=True)
+    assert c.kind == "scan" and fusion.compiled_graphs == before + 1
 
 
 def test_compiled_step_collector_equals_loop():

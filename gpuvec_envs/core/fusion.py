@@ -82,7 +82,10 @@ def make_unflattener(example: Any) -> Callable[[tuple[torch.Tensor, ...]], Any]:
 
 
 def compile_flat(
-    fn: Callable[..., Any], example_args: tuple[Any, ...], size_asserts: bool = True
+    fn: Callable[..., Any],
+    example_args: tuple[Any, ...],
+    size_asserts: bool = True,
+    options: dict[str, Any] | None = None,
 ) -> Callable[..., Any]:
     """Compile the pure function ``fn`` once for ``example_args``; return a guard-free call.
 
@@ -93,6 +96,7 @@ def compile_flat(
     loads it in seconds.
     ``size_asserts=False`` drops inductor's per-call check of every input's shape and
     strides (~0.5 us per input): for callers that guarantee them, like the env shell.
+    ``options`` are inductor config values set while compiling (as ``torch.compile``'s).
 
     Raises:
         Exception: whatever tracing or inductor raise; callers fall back to other backends.
@@ -123,7 +127,8 @@ def compile_flat(
     fake_mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
     with torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
         graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
-        with torch._inductor.config.patch(size_asserts=size_asserts):
+        _lift_scan_constants(graph)
+        with torch._inductor.config.patch({**(options or {}), "size_asserts": size_asserts}):
             compiled = compile_fx(graph, leaves)
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
@@ -136,6 +141,52 @@ def compile_flat(
     call.unflatten = unflatten  # type: ignore[attr-defined]
     call.flat = compiled  # type: ignore[attr-defined]
     return call
+
+
+def _lift_scan_constants(gm: torch.fx.GraphModule) -> None:
+    """Pass the tensor constants of ``scan`` loop bodies in as the loop's inputs.
+
+    ``make_fx`` stores a tensor made while tracing (``torch.tensor([...])`` of constants)
+    as an attribute of the graph that uses it; inside a ``scan`` body such an attribute
+    breaks AOT autograd's functionalisation of the loop. Each one becomes an extra
+    ``additional_inputs`` operand of the scan, read from the outer graph.
+    """
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.higher_order.scan:
+            continue
+        body_attr, init, xs, extra = node.args
+        body = getattr(gm, body_attr.target)
+        consts = [n for n in body.graph.nodes if n.op == "get_attr"]
+        if not consts:
+            continue
+        last = [n for n in body.graph.nodes if n.op == "placeholder"][-1]
+        new_extra = list(extra)
+        for i, const in enumerate(consts):
+            value = getattr(body, const.target)
+            with body.graph.inserting_after(last):
+                ph = body.graph.placeholder(f"lifted_const_{i}")
+            ph.meta = dict(const.meta)
+            last = ph
+            for user in list(const.users):  # lift_fresh_copy -> detach_: the value itself
+                if user.target is torch.ops.aten.lift_fresh_copy.default:
+                    for u in list(user.users):
+                        if u.target is torch.ops.aten.detach_.default:
+                            u.replace_all_uses_with(ph)
+                            body.graph.erase_node(u)
+                    user.replace_all_uses_with(ph)
+                    body.graph.erase_node(user)
+            const.replace_all_uses_with(ph)
+            body.graph.erase_node(const)
+            name = f"{body_attr.target}_const_{i}"
+            gm.register_buffer(name, value)
+            with gm.graph.inserting_before(node):
+                attr = gm.graph.get_attr(name)
+                outer = gm.graph.call_function(torch.ops.aten.lift_fresh_copy.default, (attr,))
+            attr.meta, outer.meta = dict(const.meta), dict(ph.meta)
+            new_extra.append(outer)
+        body.recompile()
+        node.args = (body_attr, init, xs, tuple(new_extra))
+    gm.recompile()
 
 
 def _leaf_paths(tree: Any) -> list[str]:
