@@ -234,6 +234,8 @@ class Backend:
             structure, as the first field of its output (the CUDA graph then keeps the
             state in its static buffers).
         cuda_graph: Capture the compiled call in a CUDA graph on CUDA devices.
+        options: Inductor config overrides for the compilation (the env's
+            ``compile_options``).
     """
 
     def __init__(
@@ -244,6 +246,7 @@ class Backend:
         tag: str,
         state_first: bool = False,
         cuda_graph: bool = True,
+        options: dict[str, Any] | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -255,6 +258,7 @@ class Backend:
         self._bound = bound
         self._state_first = state_first
         self._cuda_graph = cuda_graph
+        self._options = dict(options or {})
         self._compiled_once = self.name == "eager"
 
     def __call__(self, *args: Any) -> Any:
@@ -267,15 +271,20 @@ class Backend:
             # A state-first call's inputs are the shell's own tensors (its previous outputs,
             # checked actions), so inductor's per-call shape/stride asserts are redundant;
             # a state that comes back with another layout than it went in keeps them.
-            self._fn = fusion.compile_flat(self.eager_fn, args, size_asserts=not self._state_first)
+            self._fn = fusion.compile_flat(
+                self.eager_fn, args, size_asserts=not self._state_first, options=self._options
+            )
             self.kind = "fused"
             out = self._fn(*args)
             if self._state_first and not _same_layout(args[0], out[0]):
-                self._fn = fusion.compile_flat(self.eager_fn, args)
+                self._fn = fusion.compile_flat(self.eager_fn, args, options=self._options)
         except Exception as exc:  # noqa: BLE001 - fall back to torch.compile
             errors.append(f"{type(exc).__name__}: {exc}")
             compiled = torch.compile(
-                fresh_function(self._raw, self._tag), fullgraph=True, dynamic=False
+                fresh_function(self._raw, self._tag),
+                fullgraph=True,
+                dynamic=False,
+                options=self._options or None,
             )
             self._fn = functools.partial(compiled, *self._bound)
             self.kind = "torch_compile"
@@ -395,7 +404,12 @@ class GpuVecEnv(gym.vector.VectorEnv):
 
         tag = f"{type(self.env_def).__name__}_{id(self):x}"
         self._step = Backend(
-            pure_step, (self.env_def, self.params, self.cfg), backend, tag, state_first=True
+            pure_step,
+            (self.env_def, self.params, self.cfg),
+            backend,
+            tag,
+            state_first=True,
+            options=self.env_def.compile_options,
         )
         self._state: ShellState | None = None
 
@@ -455,7 +469,12 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(act_space, self.num_envs)
         tag = f"{type(self.env_def).__name__}_{id(self):x}"
         self._step = Backend(
-            pure_step, (self.env_def, new, self.cfg), self.backend, tag, state_first=True
+            pure_step,
+            (self.env_def, new, self.cfg),
+            self.backend,
+            tag,
+            state_first=True,
+            options=self.env_def.compile_options,
         )
 
     # -- gymnasium API ------------------------------------------------------------------
@@ -551,7 +570,14 @@ class GpuVecEnv(gym.vector.VectorEnv):
             if backend is None or built_for is not self.params:
                 tag = f"{type(self.env_def).__name__}_{id(self):x}_{id(post):x}"
                 bound = (self.env_def, self.params, self.cfg, post)
-                backend = Backend(fused_post_step, bound, self.backend, tag, state_first=True)
+                backend = Backend(
+                    fused_post_step,
+                    bound,
+                    self.backend,
+                    tag,
+                    state_first=True,
+                    options=self.env_def.compile_options,
+                )
                 built_for = self.params
             (self._state, extra), result = backend((self._state, extra), action)
             return extra, result
