@@ -270,14 +270,23 @@ class RolloutCollector:
         self._flatten = fusion.make_flattener((state,))
         self._unflatten_state = fusion.make_unflattener(state)
         step = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)
+        flatten, unflatten = self._flatten, self._unflatten_state
+
+        def scan_body(leaves: Any, obs: torch.Tensor) -> tuple[Any, ...]:
+            """One step -> ``(state leaves, next_obs, (obs, action, ..., extras))``."""
+            new_state, next_obs, action, reward, term, trunc, extras = step(unflatten(leaves), obs)
+            # scan's carry and outputs must not alias its inputs (key words pass through)
+            new_leaves = tuple(t.clone() for t in flatten(new_state))
+            return new_leaves, next_obs, (obs.clone(), action, reward, term, trunc, extras)
+
         module = _policy_module(self.policy)
         if module is not None:
-            return self._build_flat_scan(step, module, state, obs)
-        return self._build_dynamo_scan(step)
+            return self._build_flat_scan(scan_body, module, state, obs)
+        return self._build_dynamo_scan(scan_body)
 
     def _build_flat_scan(
         self,
-        step: Callable[..., Any],
+        scan_body: Callable[..., Any],
         module: torch.nn.Module,
         state: ShellState,
         obs: torch.Tensor,
@@ -290,20 +299,16 @@ class RolloutCollector:
         def weights() -> tuple[torch.Tensor, ...]:  # aliases: in-place updates are seen
             return tuple(t.detach() for t in (*module.parameters(), *module.buffers()))
 
-        flatten, unflatten = self._flatten, self._unflatten_state
+        flatten = self._flatten
         n_leaves = len(flatten(state))
         keys = list(self.buffers.extras)
 
         def body(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
             leaves, o, w = args[:n_leaves], args[n_leaves], args[n_leaves + 2 :]
             with _reparametrize_module(module, dict(zip(names, w, strict=True))):
-                new_state, next_obs, action, reward, term, trunc, extras = step(
-                    unflatten(leaves), o
-                )
-            # scan's carry and outputs must not alias its inputs (key words pass through)
-            new_leaves = tuple(t.clone() for t in flatten(new_state))
-            ys = (o.clone(), action, reward, term, trunc, *(extras[k] for k in keys))
-            return (*new_leaves, next_obs, *ys)
+                new_leaves, next_obs, ys = scan_body(leaves, o)
+            *ys, extras = ys
+            return (*new_leaves, next_obs, *ys, *(extras[k] for k in keys))
 
         def rollout(w: Any, leaves: Any, o: torch.Tensor, xs: torch.Tensor) -> Any:
             return tuple(scan_op(body, [*leaves, o], [xs], additional_inputs=tuple(w)))
@@ -321,18 +326,14 @@ class RolloutCollector:
 
         return call
 
-    def _build_dynamo_scan(self, step: Callable[..., Any]) -> Callable[..., Any]:
+    def _build_dynamo_scan(self, scan_body: Callable[..., Any]) -> Callable[..., Any]:
         from torch._higher_order_ops import scan
 
         xs = torch.zeros(self.num_steps, 1, device=self.env.device)  # scan's length
-        flatten, unflatten = self._flatten, self._unflatten_state
 
         def body(carry: Any, _x: torch.Tensor) -> tuple[Any, Any]:
-            leaves, obs = carry
-            new_state, next_obs, action, reward, term, trunc, extras = step(unflatten(leaves), obs)
-            # scan's carry and outputs must not alias its inputs (key words pass through)
-            new_leaves = tuple(t.clone() for t in flatten(new_state))
-            return (new_leaves, next_obs), (obs.clone(), action, reward, term, trunc, extras)
+            new_leaves, next_obs, ys = scan_body(*carry)
+            return (new_leaves, next_obs), ys
 
         def rollout(leaves: Any, obs: torch.Tensor, xs: torch.Tensor) -> tuple[Any, ...]:
             (leaves, obs), ys = scan(body, (leaves, obs), xs)

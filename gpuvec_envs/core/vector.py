@@ -402,18 +402,19 @@ class GpuVecEnv(gym.vector.VectorEnv):
         discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
         self._action_dtype = torch.int64 if discrete else self.dtype
 
-        tag = f"{type(self.env_def).__name__}_{id(self):x}"
-        self._step = Backend(
-            pure_step,
-            (self.env_def, self.params, self.cfg),
-            backend,
-            tag,
-            state_first=True,
-            options=self.env_def.compile_options,
-        )
+        self._step = self._backend(pure_step, (self.env_def, self.params, self.cfg), backend)
         self._state: ShellState | None = None
 
     # -- properties ---------------------------------------------------------------------
+    def _backend(
+        self, fn: Callable[..., Any], bound: tuple[Any, ...], backend: str, suffix: str = ""
+    ) -> Backend:
+        """A state-first :class:`Backend` of a step function, with the env's compile options."""
+        tag = f"{type(self.env_def).__name__}_{id(self):x}{suffix}"
+        return Backend(
+            fn, bound, backend, tag, state_first=True, options=self.env_def.compile_options
+        )
+
     @property
     def backend(self) -> str:
         """The backend in use: ``"eager"`` or ``"compile"``."""
@@ -467,15 +468,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.single_observation_space, self.single_action_space = obs_space, act_space
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(act_space, self.num_envs)
-        tag = f"{type(self.env_def).__name__}_{id(self):x}"
-        self._step = Backend(
-            pure_step,
-            (self.env_def, new, self.cfg),
-            self.backend,
-            tag,
-            state_first=True,
-            options=self.env_def.compile_options,
-        )
+        self._step = self._backend(pure_step, (self.env_def, new, self.cfg), self.backend)
 
     # -- gymnasium API ------------------------------------------------------------------
     def reset(
@@ -568,16 +561,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
             if self._state is None:
                 raise RuntimeError("call reset() before step()")
             if backend is None or built_for is not self.params:
-                tag = f"{type(self.env_def).__name__}_{id(self):x}_{id(post):x}"
                 bound = (self.env_def, self.params, self.cfg, post)
-                backend = Backend(
-                    fused_post_step,
-                    bound,
-                    self.backend,
-                    tag,
-                    state_first=True,
-                    options=self.env_def.compile_options,
-                )
+                backend = self._backend(fused_post_step, bound, self.backend, f"_{id(post):x}")
                 built_for = self.params
             (self._state, extra), result = backend((self._state, extra), action)
             return extra, result
