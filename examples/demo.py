@@ -1,6 +1,6 @@
 """Demo: a batched CartPole through gymnasium's own API, and its throughput.
 
-    python examples/demo.py --num-envs 65536 --steps 200 --backend compile
+python examples/demo.py --num-envs 65536 --steps 200 --backend compile
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ def main() -> None:
     args = parser.parse_args()
 
     envs = gym.make_vec(
-        args.env_id, num_envs=args.num_envs, device=args.device, backend=args.backend,
+        args.env_id,
+        num_envs=args.num_envs,
+        device=args.device,
+        backend=args.backend,
         validate=False,
     )
     obs, _ = envs.reset(seed=0)

@@ -10,7 +10,9 @@ Compares, in one run and with the same PPO hyperparameters, the gpuvec SB3 adapt
   the env step, process start-up). ``fps_per_cpu_s`` divides by this process's CPU time
   instead of wall-clock time (robust to load from other processes; not meaningful for
   ``SubprocVecEnv``, whose work is in its worker processes). ``null`` is a VecEnv that does
-  no work at all: its fps is SB3's own ceiling, which no env can pass.
+  no work at all: its fps is SB3's own ceiling, which no env can pass; ``null_episodes``
+  also does no work but ends episodes at an untrained CartPole policy's rate, so SB3's
+  per-episode work is included: the ceiling at that rate.
 * ``time``: wall-clock training time until the deterministic mean return over 20 episodes,
   evaluated every ``--eval-every`` env steps on gymnasium's own CartPole-v1, first reaches 475
   (evaluation time excluded; env construction and compilation included).
@@ -92,9 +94,41 @@ class NullVecEnv(VecEnv):
         return [False] * len(self._get_indices(indices))
 
 
+class NullEpisodesVecEnv(NullVecEnv):
+    """:class:`NullVecEnv` whose envs end an episode every ``length`` steps, staggered.
+
+    The cheapest env that still meets SB3's contract at CartPole's episode rate under an
+    untrained policy (~22 steps): each step ``n_envs / length`` envs report ``done`` with
+    the infos ``make_vec_env``'s ``Monitor`` gives (``terminal_observation``,
+    ``TimeLimit.truncated``, ``episode``), so SB3's per-episode work (its episode-info
+    buffer, the ``dones`` loop) is paid as with a real env. Its fps is the ceiling of any
+    env at that episode rate.
+    """
+
+    def __init__(self, n_envs: int, length: int = 22) -> None:
+        super().__init__(n_envs)
+        self._length, self._t = length, 0
+        self._pattern = [(np.arange(n_envs) + t) % length == 0 for t in range(length)]
+        self._finished = [np.flatnonzero(d).tolist() for d in self._pattern]
+
+    def step_wait(self):
+        k = self._t % self._length
+        self._t += 1
+        infos: list[dict] = [{} for _ in range(self.num_envs)]
+        for i in self._finished[k]:
+            infos[i] = {
+                "terminal_observation": self._obs[i],
+                "TimeLimit.truncated": False,
+                "episode": {"r": float(self._length), "l": self._length, "t": 0.0},
+            }
+        return self._obs, self._rewards, self._pattern[k], infos
+
+
 def make_env(kind: str, n_envs: int, seed: int, backend: str):
     if kind == "null":
         return NullVecEnv(n_envs)
+    if kind == "null_episodes":
+        return NullEpisodesVecEnv(n_envs)
     if kind == "gpuvec":
         return make_sb3_vec_env("gpuvec/CartPole-v1", n_envs=n_envs, seed=seed, backend=backend)
     if kind == "dummy":
@@ -219,7 +253,8 @@ def main() -> None:
         "--vec",
         nargs="+",
         default=["gpuvec", "dummy", "subproc", "null"],
-        help="gpuvec, dummy, subproc, null (an env that does no work: SB3's own ceiling)",
+        help="gpuvec, dummy, subproc, null (an env that does no work: SB3's own ceiling), "
+        "null_episodes (no work, but episodes end at an untrained policy's rate)",
     )
     parser.add_argument("--n-envs", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)

@@ -157,8 +157,7 @@ class ParityDriver:
             minimal_action_set=minimal,
         )
         pairs = [
-            make_reference(game, minimal=minimal, sticky=sticky, ramping=ramping)
-            for _ in range(n)
+            make_reference(game, minimal=minimal, sticky=sticky, ramping=ramping) for _ in range(n)
         ]
         self.refs = [p[0] for p in pairs]
         self.rnds = [p[1] for p in pairs]

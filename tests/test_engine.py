@@ -185,8 +185,15 @@ def test_bad_seeds_raise_and_keep_state() -> None:
     env = make("gpuvec/CartPole-v1", 3)
     env.reset(seed=0)
     before = state_copy(env)
-    for seed, exc in [(-1, ValueError), (1.5, TypeError), ("a", TypeError), ([1, 2], ValueError),
-                      ([1, 2, -3], ValueError), (True, TypeError), (2**63, ValueError)]:
+    for seed, exc in [
+        (-1, ValueError),
+        (1.5, TypeError),
+        ("a", TypeError),
+        ([1, 2], ValueError),
+        ([1, 2, -3], ValueError),
+        (True, TypeError),
+        (2**63, ValueError),
+    ]:
         with pytest.raises(exc, match="seed"):
             env.reset(seed=seed)
         assert_same_state(env.unwrapped.state, before)
@@ -366,8 +373,14 @@ def test_compiled_cartpole_is_one_graph_without_recompiles() -> None:
     """Steps in all modes, reset(seed), reset_mask and state injection reuse one graph each."""
     torch._dynamo.reset()
     for mode in AutoresetMode:
-        env = make("gpuvec/CartPole-v1", 32, backend="compile", autoreset_mode=mode,
-                   max_episode_steps=20, validate=False)
+        env = make(
+            "gpuvec/CartPole-v1",
+            32,
+            backend="compile",
+            autoreset_mode=mode,
+            max_episode_steps=20,
+            validate=False,
+        )
         env.reset(seed=0)
         before = compiled_graphs()
         for t in range(60):
@@ -461,8 +474,12 @@ def test_cuda_rng_matches_cpu() -> None:
 @cuda
 @pytest.mark.parametrize("backend", ["eager", "compile"])
 def test_cuda_cartpole_matches_cpu_without_host_sync(backend: str) -> None:
-    kwargs = {"dtype": torch.float64, "autoreset_mode": "same_step", "validate": False,
-              "max_episode_steps": 50}
+    kwargs = {
+        "dtype": torch.float64,
+        "autoreset_mode": "same_step",
+        "validate": False,
+        "max_episode_steps": 50,
+    }
     cpu = make("gpuvec/CartPole-v1", 256, backend="eager", **kwargs)
     gpu = make("gpuvec/CartPole-v1", 256, backend=backend, device="cuda", **kwargs)
     gpu.reset(seed=4)

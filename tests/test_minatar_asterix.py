@@ -81,7 +81,12 @@ def randomize(env, rng: np.random.Generator) -> None:
 def test_parity_rollout(minimal: bool) -> None:
     """64 envs x 200 steps from reset, random actions, game overs and autoresets."""
     d = ParityDriver(
-        Asterix(), "asterix", 64, words=WORDS, reset_words=RESET_WORDS, minimal=minimal,
+        Asterix(),
+        "asterix",
+        64,
+        words=WORDS,
+        reset_words=RESET_WORDS,
+        minimal=minimal,
         check_state=check_state,
     )
     d.reset(seed=31 + minimal)
@@ -98,8 +103,15 @@ def test_parity_injected(sticky: float, ramping: bool, mode: str) -> None:
     """Random injected states: full rows, every speed, ramp steps (or none without
     ramping); ``Disabled`` steps finished games on, frozen with reward 0 as the reference."""
     d = ParityDriver(
-        Asterix(), "asterix", 64, words=WORDS, reset_words=RESET_WORDS, sticky=sticky,
-        ramping=ramping, autoreset_mode=mode, check_state=check_state,
+        Asterix(),
+        "asterix",
+        64,
+        words=WORDS,
+        reset_words=RESET_WORDS,
+        sticky=sticky,
+        ramping=ramping,
+        autoreset_mode=mode,
+        check_state=check_state,
     )
     d.reset(seed=5)
     rng = np.random.default_rng(7)

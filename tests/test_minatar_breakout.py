@@ -68,7 +68,12 @@ def randomize(env, rng: np.random.Generator) -> None:
 def test_parity_rollout(minimal: bool) -> None:
     """64 envs x 200 steps from reset, random actions, autoreset after game over."""
     d = ParityDriver(
-        Breakout(), "breakout", 64, words=WORDS, reset_words=RESET_WORDS, minimal=minimal,
+        Breakout(),
+        "breakout",
+        64,
+        words=WORDS,
+        reset_words=RESET_WORDS,
+        minimal=minimal,
         check_state=check_state,
     )
     d.reset(seed=11 + minimal)
@@ -83,8 +88,14 @@ def test_parity_injected(sticky: float, mode: str) -> None:
     """Random injected states (cleared walls, strikes, corners); ``Disabled`` keeps stepping
     finished games, which must stay frozen with reward 0 as in the reference."""
     d = ParityDriver(
-        Breakout(), "breakout", 64, words=WORDS, reset_words=RESET_WORDS, sticky=sticky,
-        autoreset_mode=mode, check_state=check_state,
+        Breakout(),
+        "breakout",
+        64,
+        words=WORDS,
+        reset_words=RESET_WORDS,
+        sticky=sticky,
+        autoreset_mode=mode,
+        check_state=check_state,
     )
     d.reset(seed=5)
     rng = np.random.default_rng(7)

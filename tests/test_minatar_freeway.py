@@ -45,6 +45,8 @@ class FreewayDriver(ParityDriver):
         self.rnds = [FreewayReplay() for _ in self.refs]
         for ref, rnd in zip(self.refs, self.rnds, strict=True):
             ref.game.random = ref.game.env.random = rnd
+
+
 #: Mostly "up" (v0: index 2; v1 = n, u, d: index 1), so chickens score and cars get redrawn.
 UP_V0 = [0.1, 0.02, 0.7, 0.02, 0.14, 0.02]
 UP_V1 = [0.15, 0.7, 0.15]
@@ -97,7 +99,12 @@ def randomize(env, rng: np.random.Generator) -> None:
 def test_parity_rollout(minimal: bool) -> None:
     """64 envs x 200 steps from reset, mostly moving up: scoring redraws the car speeds."""
     d = FreewayDriver(
-        Freeway(), "freeway", 64, words=WORDS, reset_words=RESET_WORDS, minimal=minimal,
+        Freeway(),
+        "freeway",
+        64,
+        words=WORDS,
+        reset_words=RESET_WORDS,
+        minimal=minimal,
         check_state=check_state,
     )
     d.reset(seed=21 + minimal)
@@ -112,8 +119,14 @@ def test_parity_injected(sticky: float, mode: str) -> None:
     """Random injected states: collisions, scoring, the 2500-frame termination (and, with
     ``Disabled``, stepping on after it: frozen, reward 0, as the reference)."""
     d = FreewayDriver(
-        Freeway(), "freeway", 64, words=WORDS, reset_words=RESET_WORDS, sticky=sticky,
-        autoreset_mode=mode, check_state=check_state,
+        Freeway(),
+        "freeway",
+        64,
+        words=WORDS,
+        reset_words=RESET_WORDS,
+        sticky=sticky,
+        autoreset_mode=mode,
+        check_state=check_state,
     )
     d.reset(seed=5)
     rng = np.random.default_rng(7)
@@ -128,8 +141,11 @@ def test_time_limit_terminates() -> None:
     """The game ends on the 2501st frame (the reference's terminate_timer < 0)."""
     d = FreewayDriver(Freeway(), "freeway", 2, words=WORDS, reset_words=RESET_WORDS)
     d.reset(seed=0)
-    d.env.set_env_state(d.env.state.env._replace(game=d.env.state.env.game._replace(
-        time_left=torch.tensor([1, 0], dtype=torch.int32))))
+    d.env.set_env_state(
+        d.env.state.env._replace(
+            game=d.env.state.env.game._replace(time_left=torch.tensor([1, 0], dtype=torch.int32))
+        )
+    )
     for r in d.refs:
         r.game.env.terminate_timer = 1
     d.refs[1].game.env.terminate_timer = 0

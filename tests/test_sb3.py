@@ -384,7 +384,7 @@ def test_vec_video_recorder_records_frames(monkeypatch, tmp_path) -> None:
     for _ in range(5):
         env.step(np.zeros(n, dtype=np.int64))
     env.close()
-    (clip, path), = clips
+    ((clip, path),) = clips
     assert clip.fps == 7 and path.endswith(".mp4")
     assert [int(f[0, 0, 0]) for f in clip.frames] == [0, 1, 2, 0, 1]  # env 0 ends at 3
     assert clip.frames[0].shape == (4, 6, 3)  # 3 frames of 2x3 tiled into 2x2

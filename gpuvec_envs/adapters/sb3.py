@@ -317,7 +317,7 @@ class SB3VecEnv(VecEnv):
         dones, time_limit = flags.view(np.bool_)
         # SB3's contract: one dict per env; only finished envs' dicts get filled below
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        finished = np.flatnonzero(dones)
+        finished = dones.nonzero()[0]
         if finished.size:
             index = finished.tolist()
             limits = time_limit[finished].tolist()

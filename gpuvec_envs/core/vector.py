@@ -401,6 +401,10 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self._action_shape = (num_envs, *self.single_action_space.shape)
         discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
         self._action_dtype = torch.int64 if discrete else self.dtype
+        # the numpy dtype of actions a CPU env takes as they are (see prepare_action)
+        self._ready_numpy_dtype: np.dtype | None = None
+        if self.device.type == "cpu":
+            self._ready_numpy_dtype = torch.empty(0, dtype=self._action_dtype).numpy().dtype
 
         self._step = self._backend(pure_step, (self.env_def, self.params, self.cfg), backend)
         self._state: ShellState | None = None
@@ -599,6 +603,16 @@ class GpuVecEnv(gym.vector.VectorEnv):
             ValueError: wrong shape, a device it cannot be moved from, out-of-range or
                 non-finite values (values only when ``validate``).
         """
+        if (
+            type(actions) is np.ndarray
+            and actions.dtype == self._ready_numpy_dtype
+            and actions.shape == self._action_shape
+            and actions.flags.c_contiguous
+        ):  # a CPU env's own dtype, shape and layout: nothing to convert or check but values
+            t = torch.from_numpy(actions)
+            if self.validate:
+                self._check_action_values(t)
+            return t
         if isinstance(actions, torch.Tensor):
             t = actions
         else:
