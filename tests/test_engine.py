@@ -280,7 +280,12 @@ def bad_actions(env: GpuVecEnv) -> list[tuple[object, type, str]]:
     else:
         nan = good.clone().double()
         nan[n // 2] = float("nan")
-        cases += [(nan, ValueError, "not finite"), (good + float("inf"), ValueError, "not finite")]
+        cases += [
+            (nan, ValueError, "not finite"),
+            (good + float("inf"), ValueError, "not finite"),
+            # the env's own dtype as a numpy array: prepare_action's fast path
+            (nan.to(good.dtype).numpy(), ValueError, "not finite"),
+        ]
     return cases
 
 

@@ -610,9 +610,17 @@ class GpuVecEnv(gym.vector.VectorEnv):
             and actions.flags.c_contiguous
         ):  # a CPU env's own dtype, shape and layout: nothing to convert or check but values
             t = torch.from_numpy(actions)
-            if self.validate:
-                self._check_action_values(t)
-            return t
+        else:
+            t = self._action_tensor(actions)
+        if self.validate:
+            self._check_action_values(t)
+        return t
+
+    def _action_tensor(self, actions: Any) -> torch.Tensor:
+        """``actions`` as a contiguous tensor of the action dtype on the env's device.
+
+        Checks dtype kind, shape and device (not values); raises as :meth:`prepare_action`.
+        """
         if isinstance(actions, torch.Tensor):
             t = actions
         else:
@@ -633,10 +641,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 raise ValueError(
                     f"cannot move actions from {t.device} to {self.device}: {exc}"
                 ) from exc
-        t = t.to(self._action_dtype).contiguous()
-        if self.validate:
-            self._check_action_values(t)
-        return t
+        return t.to(self._action_dtype).contiguous()
 
     def _check_action_values(self, t: torch.Tensor) -> None:
         space = self.single_action_space
