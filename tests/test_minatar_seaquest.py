@@ -30,6 +30,7 @@ from gpuvec_envs.envs.minatar_seaquest import (
     TIMER_SHIFT,
     Seaquest,
     SeaquestState,
+    enemy_boards,
 )
 
 WORDS = 6  # draws per step: sticky + enemy spawn (3) + diver spawn (2)
@@ -81,10 +82,11 @@ def to_state(envs: list) -> SeaquestState:
     for i, e in enumerate(envs):
         for x, y, d in e.e_bullets:
             eb[2 * int(d) + y // 5, i] |= 1 << (10 * (y % 5) + x)
+    en = words(enemies, ENEMY_SLOTS, DEAD)
     return SeaquestState(
         *(col[k] for k in SCALARS),
-        words(fb, BULLET_SLOTS, 0), words(dv, DIVER_SLOTS, 0), words(enemies, ENEMY_SLOTS, DEAD),
-        *torch.from_numpy(eb),
+        words(fb, BULLET_SLOTS, 0), words(dv, DIVER_SLOTS, 0), en, *torch.from_numpy(eb),
+        *enemy_boards(en),
     )  # fmt: skip
 
 

@@ -9,13 +9,18 @@ without divers. Channels: sub_front, sub_back, friendly_bullet, trail, enemy_bul
 enemy_fish, enemy_sub, oxygen_guage, diver_guage, diver. All 6 actions are minimal.
 
 Representation (for speed). The state is (N,) tensors only (a NamedTuple with tuples of
-(N,) words for the object lists), int32 but for the int64 bullet bitboards. The step and
-the observation work slot by slot: every per-enemy operation is one (N,) op, unrolled over
-the 32 enemy slots at trace time, and reductions over the slots are elementwise trees
-(:func:`_tree`: max, min, OR); no sort, scatter, cumsum, gather or (32, N) intermediate.
-With :attr:`Seaquest.compile_options` (inductor's fusion limit raised, reused values
-realised early) the compiled step is one loop over the batch that keeps an env's slots in
-registers, instead of ~90 passes over (32, N) buffers and ~370 buffers and views per call.
+(N,) words for the object lists), int32 but for the int64 bitboards. The step works slot by
+slot: every per-enemy operation is one (N,) op, unrolled over the 32 enemy slots at trace
+time, and reductions over the slots are elementwise trees (:func:`_tree`: max, min, OR); no
+sort, scatter, cumsum, gather or (32, N) intermediate. The observation needs no pass over
+the slots: the step also leaves the bitboards of the fish and subs and the rows' directions
+in the state (``fish_*``, ``sub_*``, ``right``, derived from ``en``; :func:`enemy_boards`
+computes them for a state built elsewhere), sharing the per-slot work with the new enemy
+shots. With :attr:`Seaquest.compile_options` (inductor's fusion limit raised, reused values
+realised early) the compiled step and observation are one loop over the batch that keeps an
+env's slots in registers, plus one loop per env that spreads the observation's bits into
+bytes. Conditions that select int64 values are computed from int64 values: an int32 mask
+applied to int64 values compiles to a conversion call inside the loop.
 
 * Every object is one packed int32 word, columns stored plus one (``X = x + 1``) so that a
   step off either edge gives ``X`` = 0 or 11 without borrowing from the next field; bits
@@ -42,8 +47,9 @@ registers, instead of ~90 passes over (32, N) buffers and ~370 buffers and views
   ``*_hi`` rows 5-9, bit ``10 (y % 5) + x``); duplicates are equivalent. A step's new
   shots are gathered into one board and split by the direction of their row (see below).
 * The observation is assembled as 64-bit words of the env's 1000-bit output (cell-major,
-  bit ``100 y + 10 x + channel``) and spread into bytes four at a time as int32 words that
-  are viewed as the bool output.
+  bit ``100 y + 10 x + channel``), from 20 half-row words per env built with static row
+  indices, and spread into bytes four at a time as int32 words that are viewed as the bool
+  output.
 
 ``list.remove`` removes the first *equal* element, not the element in hand. That differs only
 if an earlier element equals it: (a) enemies and divers removed off-screen hold an off-screen
@@ -90,6 +96,7 @@ streams 1-2 otherwise, the order in which the reference consumes its generator.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -161,6 +168,12 @@ class SeaquestState(NamedTuple):
     eb_l_hi: torch.Tensor  # int64 enemy bullets moving left, rows 5-9
     eb_r_lo: torch.Tensor  # int64 enemy bullets moving right, rows 0-4
     eb_r_hi: torch.Tensor  # int64 enemy bullets moving right, rows 5-9
+    # Derived from ``en`` by the step (so the observation needs no pass over the slots):
+    fish_lo: torch.Tensor  # int64 bitboard of the fish, rows 0-4
+    fish_hi: torch.Tensor  # int64 bitboard of the fish, rows 5-9
+    sub_lo: torch.Tensor  # int64 bitboard of the enemy subs, rows 0-4
+    sub_hi: torch.Tensor  # int64 bitboard of the enemy subs, rows 5-9
+    right: torch.Tensor  # int32 bit y set: the enemies of row y move right (else left)
 
 
 def reset(params: MinAtarParams, rng: Rng) -> SeaquestState:
@@ -185,6 +198,7 @@ def reset(params: MinAtarParams, rng: Rng) -> SeaquestState:
         dv=(z, z),
         en=(z + DEAD,) * ENEMY_SLOTS,
         eb_l_lo=z64, eb_l_hi=z64, eb_r_lo=z64, eb_r_hi=z64,
+        fish_lo=z64, fish_hi=z64, sub_lo=z64, sub_hi=z64, right=z,
     )  # fmt: skip
 
 
@@ -216,7 +230,7 @@ def _compact2(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 
 
 def step(
-    params: MinAtarParams, s: SeaquestState, action: torch.Tensor, words: torch.Tensor
+    params: MinAtarParams, s: SeaquestState, action: torch.Tensor, words: tuple[torch.Tensor, ...]
 ) -> tuple[SeaquestState, torch.Tensor, torch.Tensor]:
     """One step of the reference's ``act`` on full actions (N,) int64 0..5.
 
@@ -224,7 +238,7 @@ def step(
         params: Options.
         s: State.
         action: (N,) int64 full action indices.
-        words: (N, 5) int64 random words in ``[0, 2**32)`` (streams 1-5 of the step).
+        words: 5 (N,) int64 random words in ``[0, 2**32)`` (streams 1-5 of the step).
 
     Returns:
         ``(state, reward (N,) int32, terminal (N,) bool)``; finished games are frozen.
@@ -235,11 +249,11 @@ def step(
 
     # -- enemy spawn ------------------------------------------------------------------------
     spawn_e = s.e_spawn_timer == 0
-    lr = ((words[:, 0] >> 8) < (1 << 23)).to(I32)
-    fish = (((words[:, 1] >> 8) * 3) >= (1 << 24)).to(I32)
-    row = (1 + ((words[:, 2] * 8) >> 32)).to(I32)
-    d_lr = ((torch.where(spawn_e, words[:, 3], words[:, 0]) >> 8) < (1 << 23)).to(I32)
-    d_row = (1 + ((torch.where(spawn_e, words[:, 4], words[:, 1]) * 8) >> 32)).to(I32)
+    lr = ((words[0] >> 8) < (1 << 23)).to(I32)
+    fish = (((words[1] >> 8) * 3) >= (1 << 24)).to(I32)
+    row = (1 + ((words[2] * 8) >> 32)).to(I32)
+    d_lr = ((torch.where(spawn_e, words[3], words[0]) >> 8) < (1 << 23)).to(I32)
+    d_row = (1 + ((torch.where(spawn_e, words[4], words[1]) * 8) >> 32)).to(I32)
     other = (row << 4) | ((1 - lr) << DIR_SHIFT)
     new = (10 - 9 * lr) | (row << 4) | (lr << DIR_SHIFT) | (ms << TIMER_SHIFT)
     new = new | (ENEMY_SHOT_INTERVAL << SHOT_SHIFT) | (fish << 23)
@@ -357,32 +371,27 @@ def step(
         torch.minimum,
     )
     take0, take1 = k0 < 1000, k1 < 1000
-    en_next = [
-        torch.where(g | o | (k == k0) | (k == k1), DEAD, e + (1 << AGE_SHIFT))
-        for g, o, k, e in zip(gone, outs, keys, en, strict=True)
-    ]
+    removed = [g | o | (k == k0) | (k == k1) for g, o, k in zip(gone, outs, keys, strict=True)]
+    en_next = [torch.where(r, DEAD, e + (1 << AGE_SHIFT)) for r, e in zip(removed, en, strict=True)]
     reward = reward + take0.to(I32) + take1.to(I32)
     fb = _compact2(torch.where(take0, 0, fb[0]), torch.where(take1, 0, fb[1]))
 
-    # New enemy bullets: the shooters' cells as two bitboard words, split by the direction
-    # of their row (all enemies of a row share one, module docstring).
-    shot_lo = shot_hi = torch.zeros_like(s.eb_l_lo)
-    dir_bits = []
-    for e, sh in zip(en, shoots_l, strict=True):
-        yk = (e >> 4) & 15
-        hi = yk >= 5
-        pos = ((e & 15) - 1 + 10 * yk - torch.where(hi, 50, 0)).clamp(0, 49).to(torch.int64)
-        shot_lo = shot_lo | ((sh & ~hi).to(torch.int64) << pos)
-        shot_hi = shot_hi | ((sh & hi).to(torch.int64) << pos)
-        dir_bits.append(torch.where(sh, ((e >> DIR_SHIFT) & 1) << yk, 0))
-    right_lo, right_hi = _row_masks(_tree(dir_bits, torch.bitwise_or))
+    # Bitboards of the moved enemies: the new enemy shots, split by the direction of their
+    # row (all enemies of a row share one, module docstring), and the fish and subs still
+    # in the lists (the next state's boards for the observation).
+    shot_lo, shot_hi, fish_lo, fish_hi, sub_lo, sub_hi = _enemy_boards(
+        en, shoots_l, [~r & (e >= FISH) for r, e in zip(removed, en, strict=True)],
+        [~r & (e < FISH) for r, e in zip(removed, en, strict=True)],
+    )  # fmt: skip
+    right = _right_rows(en, [~g for g in gone])
+    right_lo, right_hi = _row_masks(right)
     l_lo, l_hi = s.eb_l_lo | (shot_lo & ~right_lo), s.eb_l_hi | (shot_hi & ~right_hi)
     r_lo, r_hi = s.eb_r_lo | (shot_lo & right_lo), s.eb_r_hi | (shot_hi & right_hi)
-    sub_lo, sub_hi = cell_bits(sub_y, sub_x)
-    hit = ((l_lo | r_lo) & sub_lo) | ((l_hi | r_hi) & sub_hi)
+    at_lo, at_hi = cell_bits(sub_y, sub_x)
+    hit = ((l_lo | r_lo) & at_lo) | ((l_hi | r_hi) & at_hi)
     l_lo, l_hi = (l_lo >> 1) & ~COL9, (l_hi >> 1) & ~COL9
     r_lo, r_hi = (r_lo << 1) & (WORD & ~COL0), (r_hi << 1) & (WORD & ~COL0)
-    hit = hit | ((l_lo | r_lo) & sub_lo) | ((l_hi | r_hi) & sub_hi)
+    hit = hit | ((l_lo | r_lo) & at_lo) | ((l_hi | r_hi) & at_hi)
     term = term | (hit != 0)
 
     e_spawn_timer = e_spawn_timer - (e_spawn_timer > 0).to(I32)
@@ -410,6 +419,7 @@ def step(
         oxygen, diver_count, sub_x, sub_y, sub_or, spawn_speed, e_spawn_timer, d_spawn_timer,
         move_speed, ramp_index, shot_timer, surface, term.to(I32),
         tuple(fb), tuple(dv), tuple(en_next), l_lo, l_hi, r_lo, r_hi,
+        fish_lo, fish_hi, sub_lo, sub_hi, right,
     )  # fmt: skip
     done = s.terminal != 0
     nxt = select(done, s, nxt)
@@ -417,9 +427,56 @@ def step(
     return nxt, reward, nxt.terminal != 0
 
 
+def _enemy_boards(en: list[torch.Tensor], *flags: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """Bitboards ``(lo, hi)`` (int64) of the cells of the enemies whose flag is set.
+
+    ``en`` are the enemy words, ``flags`` lists of per-slot (N,) bool; two words (layout of
+    :func:`cell_bits`) are returned per list. The flags of a slot are packed into one int32
+    word, split by the row's half and widened once, so each board costs four int64 ops.
+    """
+    boards = [torch.zeros_like(en[0], dtype=torch.int64)] * (2 * len(flags))
+    for i, e in enumerate(en):
+        yk = (e >> 4) & 15
+        hi = yk >= 5
+        packed = _tree([f[i].to(I32) << k for k, f in enumerate(flags)], torch.bitwise_or)
+        hi_mask = -hi.to(I32)  # all ones in the rows 5-9 half
+        lo_bits = (packed & ~hi_mask).to(torch.int64)
+        hi_bits = (packed & hi_mask).to(torch.int64)
+        pos = ((e & 15) - 1 + 10 * yk - (hi_mask & 50)).clamp(0, 49).to(torch.int64)
+        for k in range(len(flags)):
+            boards[2 * k] = boards[2 * k] | (((lo_bits >> k) & 1) << pos)
+            boards[2 * k + 1] = boards[2 * k + 1] | (((hi_bits >> k) & 1) << pos)
+    return tuple(boards)
+
+
+def _right_rows(en: Sequence[torch.Tensor], present: Sequence[torch.Tensor]) -> torch.Tensor:
+    """(N,) int32 with bit y set where a present enemy of row y moves right."""
+    bits = [
+        torch.where(p, ((e >> DIR_SHIFT) & 1) << ((e >> 4) & 15), 0)
+        for p, e in zip(present, en, strict=True)
+    ]
+    return _tree(bits, torch.bitwise_or)
+
+
+def enemy_boards(en: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """The derived fields ``(fish_lo, fish_hi, sub_lo, sub_hi, right)`` of enemy words ``en``.
+
+    For states built outside the step (e.g. injected from the reference).
+    """
+    live = [e != DEAD for e in en]
+    boards = _enemy_boards(
+        list(en),
+        [v & (e >= FISH) for v, e in zip(live, en, strict=True)],
+        [v & (e < FISH) for v, e in zip(live, en, strict=True)],
+    )
+    right = _right_rows(en, live)
+    return (*boards, right)
+
+
 def _row_masks(dirs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Bitboard words ``(lo, hi)`` (int64) of the rows y whose bit y is set in int32 ``dirs``."""
-    lo = hi = torch.zeros_like(dirs, dtype=torch.int64)
+    dirs = dirs.to(torch.int64)  # int64 masks for int64 values (module docstring)
+    lo = hi = torch.zeros_like(dirs)
     for y in range(1, 9):
         mask = torch.where(((dirs >> y) & 1) == 1, ROW << (10 * (y % 5)), 0)
         if y < 5:
@@ -431,8 +488,9 @@ def _row_masks(dirs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def cell_bits(y: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Bitboard words ``(lo, hi)`` (int64) of cells (row y, column x in 0..9), same shapes."""
+    y, x = y.to(torch.int64), x.to(torch.int64)
     lo = y < 5
-    bit = torch.ones_like(y, dtype=torch.int64) << (10 * torch.where(lo, y, y - 5) + x)
+    bit = torch.ones_like(y) << (10 * torch.where(lo, y, y - 5) + x)
     return torch.where(lo, bit, 0), torch.where(lo, 0, bit)
 
 
@@ -452,7 +510,7 @@ _SPREAD_MUL = sum(1 << (9 * k) for k in range(5))
 _SPREAD_MASK = sum(1 << (10 * k) for k in range(5))
 
 
-def _spread(board: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+def _spread(board: torch.Tensor, shift: int) -> torch.Tensor:
     """Five cells ``board >> shift`` (bits 0-4) moved to bits 0, 10, .., 40."""
     return (((board >> shift) & 31) * _SPREAD_MUL) & _SPREAD_MASK
 
@@ -462,7 +520,8 @@ def _half_row_value(x: torch.Tensor, channel: int) -> tuple[torch.Tensor, torch.
 
     Columns outside 0..9 give zeros.
     """
-    one = torch.ones_like(x, dtype=torch.int64)
+    x = x.to(torch.int64)
+    one = torch.ones_like(x)
     ok = (x >= 0) & (x <= 9)
     lo = x < 5
     bit = one << (10 * torch.where(lo, x, x - 5) + channel).clamp(0, 62)
@@ -472,79 +531,59 @@ def _half_row_value(x: torch.Tensor, channel: int) -> tuple[torch.Tensor, torch.
 def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
     """(N, 10, 10, 10) bool observation, channels as :data:`CHANNELS`.
 
-    Fish, subs, trails and enemy bullets are bitboards (two words, :func:`cell_bits`) spread
-    into cell-major half-row words (bit ``10 (x % 5) + channel``, five cells each); the sub,
-    friendly bullets and divers are put straight into the half-row word of their row (the
-    half rows are a (10, 2, N) tensor: envs innermost). The half rows are concatenated into
-    16 64-bit words per env (the 1000 output bits, bit ``100 y + 10 x + channel``), whose
-    nibbles are spread into bytes and stored as int32 words, which are viewed as the bool
-    output (compiled bool/uint8 stores are written byte by byte; an int32 -> bool view is
-    free).
+    The observation of an env is the 1000-bit string ``bit 100 y + 10 x + channel`` (cell
+    major), built as 20 half-row words of 50 bits (five cells) per env, every op a (N,) op:
+    the bitboard channels (fish, subs and their trails, enemy bullets; rows 1-8, the only
+    rows enemies, their shots and divers are ever in) are spread five cells at a time by one
+    multiplication, the sub, friendly bullets and divers are put into the half rows of their
+    row, and row 9 holds the two gauges. The half rows are gathered into 16 64-bit words,
+    whose nibbles are spread into bytes and stored as int32 words, which are viewed as the
+    bool output (compiled bool/uint8 stores are written byte by byte; an int32 -> bool view
+    is free).
     """
-    dev = s.sub_x.device
-    z64 = torch.zeros_like(s.eb_l_lo)
-    boards = [z64] * 4  # fish lo, fish hi, sub lo, sub hi
-    dir_bits = []
-    for e in s.en:
-        yk = (e >> 4) & 15
-        live = e != DEAD
-        hi = yk >= 5
-        pos = ((e & 15) - 1 + 10 * yk - torch.where(hi, 50, 0)).clamp(0, 49).to(torch.int64)
-        is_fish = e >= FISH
-        sel = [is_fish & ~hi, is_fish & hi, ~is_fish & ~hi, ~is_fish & hi]
-        boards = [b | ((live & c).to(torch.int64) << pos) for b, c in zip(boards, sel, strict=True)]
-        dir_bits.append(torch.where(live, ((e >> DIR_SHIFT) & 1) << yk, 0))
-    f_lo, f_hi, s_lo, s_hi = boards
-    # Rows whose enemies move right.
-    right_lo, right_hi = _row_masks(_tree(dir_bits, torch.bitwise_or))
-    e_lo, e_hi = f_lo | s_lo, f_hi | s_hi
+    e_lo, e_hi = s.fish_lo | s.sub_lo, s.fish_hi | s.sub_hi
+    right_lo, right_hi = _row_masks(s.right)  # rows whose enemies move right
     t_lo = (((e_lo & right_lo) >> 1) & ~COL9) | (((e_lo & ~right_lo) << 1) & (WORD & ~COL0))
     t_hi = (((e_hi & right_hi) >> 1) & ~COL9) | (((e_hi & ~right_hi) << 1) & (WORD & ~COL0))
     b_lo, b_hi = s.eb_l_lo | s.eb_r_lo, s.eb_l_hi | s.eb_r_hi
+    # (channel, lo, hi) of the bitboard channels
+    boards = ((3, t_lo, t_hi), (4, b_lo, b_hi), (5, s.fish_lo, s.fish_hi), (6, s.sub_lo, s.sub_hi))
 
-    # Objects as (row, h0, h1): the sub (front, back), bullets, divers (+ trails).
+    # Objects as (row, h0, h1, rows they can be in): the sub (front, back), bullets, divers.
     objects = []
     back = s.sub_x + 1 - 2 * s.sub_or  # wraps modulo 10 (never needed from a reset)
     back = torch.where(back < 0, 9, torch.where(back > 9, 0, back))
     f0, f1 = _half_row_value(s.sub_x, 0)
     b0, b1 = _half_row_value(back, 1)
-    objects.append((s.sub_y, f0 | b0, f1 | b1))
+    objects.append((s.sub_y.to(torch.int64), f0 | b0, f1 | b1, range(9)))
     for b in s.fb:
         h0, h1 = _half_row_value((b & 15) - 1, 2)  # a free slot has x = -1: zeros
-        objects.append(((b >> 4) & 15, h0, h1))
+        objects.append((((b >> 4) & 15).to(torch.int64), h0, h1, range(9)))
     for d in s.dv:
         xk = torch.where(d != 0, (d & 15) - 1, -9)  # a free slot: no body, no trail
         h0, h1 = _half_row_value(xk, 9)
         t0, t1 = _half_row_value(xk + 1 - 2 * ((d >> DIR_SHIFT) & 1), 3)
-        objects.append(((d >> 4) & 15, h0 | t0, h1 | t1))
-
-    # Half-row words of rows 0-9 as (10, 2, N) (envs innermost, so every op is vectorised
-    # across envs): bitboard channels spread, objects added; row 9 holds the two gauges.
-    rows = torch.arange(10, device=dev, dtype=I32)[:, None, None]  # (10, 1, 1)
-    in_hi = rows >= 5
-    shift = (10 * torch.where(in_hi, rows - 5, rows)).to(torch.int64) + torch.tensor(
-        [0, 5], device=dev
-    )[None, :, None]  # (10, 2, 1): first cell of the half row in its board word
-
-    def board(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-        return torch.where(in_hi, hi, lo)  # (10, 1, N)
-
+        objects.append((((d >> 4) & 15).to(torch.int64), h0 | t0, h1 | t1, range(1, 9)))
     oxy = (1 << tenths(s.oxygen).to(torch.int64)) - 1  # columns 0..tenths-1
     dc = s.diver_count.clamp(0, 9).to(torch.int64)
     divers = ((1 << dc) - 1) << (9 - dc)  # columns 9-dc..8
-    h = (
-        (_spread(board(t_lo, t_hi), shift) << 3)
-        | (_spread(board(b_lo, b_hi), shift) << 4)
-        | (_spread(board(f_lo, f_hi), shift) << 5)
-        | (_spread(board(s_lo, s_hi), shift) << 6)
-    )  # (10, 2, N)
-    objects.append((torch.full_like(s.sub_y, 9), *_gauge_halves(oxy, divers)))
-    for y, h0, h1 in objects:
-        h = h | torch.where(y == rows, torch.stack((h0, h1))[None], 0)
-    # The observation of an env is the 1000-bit string of its half-row words (half row k at
-    # bit 50 k); gather it into 64-bit words, then int32 output word j (bytes 4j..4j+3) is
-    # nibble j % 16 of 64-bit word j // 16, spread into bytes (at most 2 sources per lane).
-    half_rows = h.view(20, -1)
+
+    half_rows = []  # 20 (N,) int64: half row k = 2 y + half holds cells 5 half .. 5 half + 4
+    for y in range(10):
+        for half in range(2):
+            parts = []
+            if y == 9:
+                parts += [_spread(oxy, 5 * half) << 7, _spread(divers, 5 * half) << 8]
+            if 1 <= y <= 8:
+                shift = 10 * (y % 5) + 5 * half
+                parts += [_spread(hi if y >= 5 else lo, shift) << c for c, lo, hi in boards]
+            for row, h0, h1, rows in objects:
+                if y in rows:
+                    parts.append(torch.where(row == y, h1 if half else h0, 0))
+            half_rows.append(_tree(parts, torch.bitwise_or))
+    # Half row k sits at bit 50 k of the 1000-bit string: gather it into 64-bit words, then
+    # int32 output word j (bytes 4j..4j+3) is nibble j % 16 of 64-bit word j // 16, spread
+    # into bytes (at most 2 sources per lane).
     flat = []
     for m in range(16):
         parts = []
@@ -552,14 +591,12 @@ def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
             d = 50 * k - 64 * m
             if -50 < d < 64:
                 parts.append(half_rows[k] << d if d >= 0 else half_rows[k] >> -d)
-        word = parts[0]
-        for part in parts[1:]:
-            word = word | part
-        flat.append(word)
+        flat.append(_tree(parts, torch.bitwise_or))
     flat = torch.stack(flat)  # (16, N) int64
     lo32 = (flat & 0xFFFFFFFF).to(I32).t()  # (N, 16): bits 64 m .. 64 m + 31
     hi32 = (flat >> 32).to(I32).t()  # bits 64 m + 32 .. 64 m + 63
     # Per lane (nibble) of a 64-bit word: its int32 half (-1 = low) and the shift in it.
+    dev = s.sub_x.device
     low = torch.tensor([-1 if q < 8 else 0 for q in range(16)], dtype=I32, device=dev)
     shift = torch.tensor([4 * (q % 8) for q in range(16)], dtype=I32, device=dev)
 
@@ -572,14 +609,6 @@ def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
     main = spread(lo32[:, :15], hi32[:, :15], 16).reshape(-1, 240)
     out = torch.cat((main, spread(lo32[:, 15], hi32[:, 15], 10)), dim=1)  # (N, 250) int32
     return out.view(torch.bool).view(-1, 10, 10, len(CHANNELS))
-
-
-def _gauge_halves(oxy: torch.Tensor, divers: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row 9's half-row words from the oxygen and diver gauges' 10-bit column masks."""
-    zero = torch.zeros_like(oxy)
-    h0 = (_spread(oxy, zero) << 7) | (_spread(divers, zero) << 8)
-    h1 = (_spread(oxy, zero + 5) << 7) | (_spread(divers, zero + 5) << 8)
-    return h0, h1
 
 
 class Seaquest(MinAtarEnv):
@@ -606,7 +635,7 @@ class Seaquest(MinAtarEnv):
         self, params: MinAtarParams, state: SeaquestState, action: torch.Tensor, rng: Rng
     ) -> tuple[SeaquestState, torch.Tensor, torch.Tensor]:
         """One step; draws streams 1-5 (spawn decisions)."""
-        return step(params, state, action, rng.bits(5))
+        return step(params, state, action, tuple(rng.bits() for _ in range(5)))
 
     def game_observation(self, params: MinAtarParams, state: SeaquestState) -> torch.Tensor:
         """(N, 10, 10, 10) bool."""
