@@ -430,23 +430,26 @@ def step(
 def _enemy_boards(en: list[torch.Tensor], *flags: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
     """Bitboards ``(lo, hi)`` (int64) of the cells of the enemies whose flag is set.
 
-    ``en`` are the enemy words, ``flags`` lists of per-slot (N,) bool; two words (layout of
-    :func:`cell_bits`) are returned per list. The flags of a slot are packed into one int32
-    word, split by the row's half and widened once, so each board costs four int64 ops.
+    ``en`` are the enemy words (rows 1-8), ``flags`` lists of per-slot (N,) bool; two words
+    (layout of :func:`cell_bits`) are returned per list. Each slot's cell bit is ORed into
+    one of three int32 words (rows 1-3, 4-6, 7-8; bit ``10 (y - 1 - 3 j) + x``), two int32
+    ops per flag; the words are widened into ``(lo, hi)`` once at the end.
     """
-    boards = [torch.zeros_like(en[0], dtype=torch.int64)] * (2 * len(flags))
+    zero = torch.zeros_like(en[0])
+    words = [[zero] * 3 for _ in flags]
     for i, e in enumerate(en):
-        yk = (e >> 4) & 15
-        hi = yk >= 5
-        packed = _tree([f[i].to(I32) << k for k, f in enumerate(flags)], torch.bitwise_or)
-        hi_mask = -hi.to(I32)  # all ones in the rows 5-9 half
-        lo_bits = (packed & ~hi_mask).to(torch.int64)
-        hi_bits = (packed & hi_mask).to(torch.int64)
-        pos = ((e & 15) - 1 + 10 * yk - (hi_mask & 50)).clamp(0, 49).to(torch.int64)
-        for k in range(len(flags)):
-            boards[2 * k] = boards[2 * k] | (((lo_bits >> k) & 1) << pos)
-            boards[2 * k + 1] = boards[2 * k + 1] | (((hi_bits >> k) & 1) << pos)
-    return tuple(boards)
+        y = (e >> 4) & 15
+        mid, low = y >= 4, y >= 7  # word 1 or 2 (rows 4-6, 7-8)
+        first = 1 + 3 * (mid.to(I32) + low.to(I32))  # first row of the slot's word
+        bit = 1 << ((e & 15) - 1 + 10 * (y - first)).clamp(0, 31)
+        bits = (torch.where(mid, 0, bit), torch.where(mid & ~low, bit, 0), torch.where(low, bit, 0))
+        for k, f in enumerate(flags):
+            words[k] = [w | torch.where(f[i], b, 0) for w, b in zip(words[k], bits, strict=True)]
+    out = []
+    for w0, w1, w2 in words:
+        w0, w1, w2 = w0.to(torch.int64), w1.to(torch.int64), w2.to(torch.int64)
+        out += [(w0 << 10) | ((w1 & ROW) << 40), (w1 >> 10) | (w2 << 20)]
+    return tuple(out)
 
 
 def _right_rows(en: Sequence[torch.Tensor], present: Sequence[torch.Tensor]) -> torch.Tensor:
