@@ -77,9 +77,12 @@ def check_against_loop(backend, device="cpu", collects=2, module_policy=False, *
                 torch.testing.assert_close(out.extras["value"][t], p["value"])
                 obs = nxt
         torch.testing.assert_close(out.next_obs, obs, rtol=0, atol=1e-12)
-        # a random op inside the compiled loop draws new numbers at every step and env
+        # a random op inside the compiled loop draws new numbers at every step and env (a
+        # draw reused across steps or envs would leave at most T or N distinct values);
+        # compiled float64 draws are float32 ones (~2**24 distinct values), so an equal pair
+        # among the T * N = 400 turns up in ~0.5 % of runs
         u = out.extras["u"]
-        assert ((u >= 0) & (u < 1)).all() and u.unique().numel() == T * N
+        assert ((u >= 0) & (u < 1)).all() and u.unique().numel() >= T * N - 2
         # the env itself advanced: counters, elapsed and pending resets agree
         for a, b in zip(env.unwrapped.state[1:], ref.unwrapped.state[1:], strict=True):
             assert torch.equal(a, b)
