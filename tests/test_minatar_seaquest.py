@@ -122,6 +122,15 @@ class StateCheck:
         self._prev: dict[int, tuple[int, bool]] = {}
 
     def __call__(self, refs: list, game: SeaquestState) -> None:
+        # The step's derived bitboards are those of its enemy words; ``right`` may also mark
+        # the rows of enemies that left during the step.
+        derived = enemy_boards(game.en)
+        for name, want in zip(("fish_lo", "fish_hi", "sub_lo", "sub_hi"), derived, strict=False):
+            assert torch.equal(getattr(game, name), want), name
+        rows = torch.zeros_like(game.right)
+        for w in game.en:
+            rows |= torch.where(w != DEAD, 1 << ((w >> 4) & 15), 0)
+        assert torch.equal(game.right & rows, derived[4])
         g = {k: getattr(game, k).numpy() for k in SCALARS}
         for i, ref in enumerate(refs):
             e = ref.game.env

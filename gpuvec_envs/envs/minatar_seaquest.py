@@ -173,7 +173,7 @@ class SeaquestState(NamedTuple):
     fish_hi: torch.Tensor  # int64 bitboard of the fish, rows 5-9
     sub_lo: torch.Tensor  # int64 bitboard of the enemy subs, rows 0-4
     sub_hi: torch.Tensor  # int64 bitboard of the enemy subs, rows 5-9
-    right: torch.Tensor  # int32 bit y set: the enemies of row y move right (else left)
+    right: torch.Tensor  # int32 bit y set: the enemies of row y move right (any: no enemy)
 
 
 def reset(params: MinAtarParams, rng: Rng) -> SeaquestState:
