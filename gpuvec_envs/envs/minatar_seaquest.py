@@ -427,7 +427,9 @@ def step(
     return nxt, reward, nxt.terminal != 0
 
 
-def _enemy_boards(en: list[torch.Tensor], *flags: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+def _enemy_boards(
+    en: Sequence[torch.Tensor], *flags: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, ...]:
     """Bitboards ``(lo, hi)`` (int64) of the cells of the enemies whose flag is set.
 
     ``en`` are the enemy words (rows 1-8), ``flags`` lists of per-slot (N,) bool; two words
@@ -468,7 +470,7 @@ def enemy_boards(en: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """
     live = [e != DEAD for e in en]
     boards = _enemy_boards(
-        list(en),
+        en,
         [v & (e >= FISH) for v, e in zip(live, en, strict=True)],
         [v & (e < FISH) for v, e in zip(live, en, strict=True)],
     )
@@ -638,6 +640,8 @@ class Seaquest(MinAtarEnv):
         self, params: MinAtarParams, state: SeaquestState, action: torch.Tensor, rng: Rng
     ) -> tuple[SeaquestState, torch.Tensor, torch.Tensor]:
         """One step; draws streams 1-5 (spawn decisions)."""
+        # Five single-stream draws equal ``rng.bits(5)``'s columns; the columns of one (N, 5)
+        # draw compile to a per-env scalar loop (as in cartpole's reset).
         return step(params, state, action, tuple(rng.bits() for _ in range(5)))
 
     def game_observation(self, params: MinAtarParams, state: SeaquestState) -> torch.Tensor:
