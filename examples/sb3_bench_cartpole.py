@@ -13,11 +13,17 @@ Compares, in one run and with the same PPO hyperparameters, the gpuvec SB3 adapt
   no work at all: its fps is SB3's own ceiling, which no env can pass; ``null_episodes``
   also does no work but ends episodes at an untrained CartPole policy's rate, so SB3's
   per-episode work is included: the ceiling at that rate.
+* ``breakdown``: where ``collect_rollouts``'s time goes per env step (µs), for each kind:
+  the policy's forward pass, ``env.step``, ``rollout_buffer.add``, SB3's episode-info
+  buffer, and the rest (SB3's loop, its ``dones`` loop, callbacks, the returns), means over
+  the rounds after ``--warmup`` (the parts add up to ``total``). It shows what SB3's
+  ceiling is made of.
 * ``time``: wall-clock training time until the deterministic mean return over 20 episodes,
   evaluated every ``--eval-every`` env steps on gymnasium's own CartPole-v1, first reaches 475
   (evaluation time excluded; env construction and compilation included).
 
     OMP_NUM_THREADS=1 python examples/sb3_bench_cartpole.py fps --n-envs 256
+    OMP_NUM_THREADS=1 python examples/sb3_bench_cartpole.py breakdown --vec null gpuvec dummy
     OMP_NUM_THREADS=1 python examples/sb3_bench_cartpole.py time --n-envs 16
 """
 
@@ -204,6 +210,53 @@ def bench_fps(kinds: list[str], args: argparse.Namespace) -> list[dict]:
     return results
 
 
+def bench_breakdown(kind: str, args: argparse.Namespace) -> dict:
+    """Per-step cost (µs) of the parts of ``collect_rollouts`` for one kind.
+
+    The policy's ``forward``, the env's ``step``, the buffer's ``add`` and the model's
+    ``_update_info_buffer`` are timed by wrapping them on these instances; ``rest`` is the
+    rollout's time minus theirs.
+    """
+    env = make_env(kind, args.n_envs, args.seed, args.backend)
+    model = make_model(env, args.seed)
+    model._setup_learn(10**9, callback=None)
+    parts = {
+        "policy_forward": (model.policy, "forward"),
+        "env_step": (model.env, "step"),
+        "buffer_add": (model.rollout_buffer, "add"),
+        "info_buffer": (model, "_update_info_buffer"),
+    }
+    spent = dict.fromkeys(parts, 0.0)
+
+    def timed(name: str, fn):
+        def call(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t
+
+        return call
+
+    for name, (obj, attr) in parts.items():
+        setattr(obj, attr, timed(name, getattr(obj, attr)))
+    n_steps = PPO_KWARGS["n_steps"]
+    rounds: list[dict[str, float]] = []
+    for _ in range(args.warmup + args.rollouts):
+        for name in spent:
+            spent[name] = 0.0
+        callback = model._init_callback(None)
+        t = time.perf_counter()
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_steps)
+        total = time.perf_counter() - t
+        rounds.append({"total": total, **spent, "rest": total - sum(spent.values())})
+    env.close()
+    measured = rounds[args.warmup :]
+    steps = n_steps * len(measured)
+    us_per_step = {k: round(sum(r[k] for r in measured) / steps * 1e6, 1) for k in rounds[0]}
+    return {"vec_env": kind, "n_envs": args.n_envs, "us_per_step": us_per_step}
+
+
 class TimeToReward(BaseCallback):
     """Evaluate every ``every`` env steps; stop when the mean return reaches ``target``."""
 
@@ -248,7 +301,7 @@ def bench_time(kind: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["fps", "time"])
+    parser.add_argument("what", choices=["fps", "breakdown", "time"])
     parser.add_argument(
         "--vec",
         nargs="+",
@@ -268,8 +321,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     results = bench_fps(args.vec, args) if args.what == "fps" else []
-    for kind in args.vec if args.what == "time" else []:
-        results.append(bench_time(kind, args))
+    if args.what != "fps":
+        run = bench_breakdown if args.what == "breakdown" else bench_time
+        results = [run(kind, args) for kind in args.vec]
     for result in results:
         print(json.dumps({**result, "threads": args.threads}), flush=True)
 
