@@ -31,6 +31,8 @@ from gpuvec_envs.envs.minatar_seaquest import (
     Seaquest,
     SeaquestState,
     enemy_boards,
+    enemy_planes,
+    enemy_words,
 )
 
 WORDS = 6  # draws per step: sticky + enemy spawn (3) + diver spawn (2)
@@ -82,7 +84,7 @@ def to_state(envs: list) -> SeaquestState:
     for i, e in enumerate(envs):
         for x, y, d in e.e_bullets:
             eb[2 * int(d) + y // 5, i] |= 1 << (10 * (y % 5) + x)
-    en = words(enemies, ENEMY_SLOTS, DEAD)
+    en = enemy_planes(words(enemies, ENEMY_SLOTS, DEAD))
     return SeaquestState(
         *(col[k] for k in SCALARS),
         words(fb, BULLET_SLOTS, 0), words(dv, DIVER_SLOTS, 0), en, *torch.from_numpy(eb),
@@ -97,7 +99,7 @@ def lists(game: SeaquestState, i: int) -> dict[str, list[list[int]]]:
     # A list is compacted: no object after a free slot.
     assert fb[0] != 0 or fb[1] == 0
     assert dv[0] != 0 or dv[1] == 0
-    en = [int(w[i]) for w in game.en if int(w[i]) != DEAD]
+    en = [int(w[i]) for w in enemy_words(game.en) if int(w[i]) != DEAD]
     en.sort(key=lambda w: -((w >> AGE_SHIFT) & 127))  # older first
     ages = [(w >> AGE_SHIFT) & 127 for w in en]
     assert len(set(ages)) == len(ages), "live enemies must have distinct ages"
@@ -128,7 +130,7 @@ class StateCheck:
         for name, want in zip(("fish_lo", "fish_hi", "sub_lo", "sub_hi"), derived, strict=False):
             assert torch.equal(getattr(game, name), want), name
         rows = torch.zeros_like(game.right)
-        for w in game.en:
+        for w in enemy_words(game.en):
             rows |= torch.where(w != DEAD, 1 << ((w >> 4) & 15), 0)
         assert torch.equal(game.right & rows, derived[4])
         g = {k: getattr(game, k).numpy() for k in SCALARS}

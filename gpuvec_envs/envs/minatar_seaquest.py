@@ -9,36 +9,39 @@ without divers. Channels: sub_front, sub_back, friendly_bullet, trail, enemy_bul
 enemy_fish, enemy_sub, oxygen_guage, diver_guage, diver. All 6 actions are minimal.
 
 Representation (for speed). The state is (N,) tensors only (a NamedTuple with tuples of
-(N,) words for the object lists), int32 but for the int64 bitboards. The step works slot by
-slot: every per-enemy operation is one (N,) op, unrolled over the 32 enemy slots at trace
-time, and reductions over the slots are elementwise trees (:func:`_tree`: max, min, OR); no
-sort, scatter, cumsum, gather or (32, N) intermediate. The observation needs no pass over
-the slots: the step also leaves the bitboards of the fish and subs and the rows' directions
-in the state (``fish_*``, ``sub_*``, ``right``, derived from ``en``; :func:`enemy_boards`
-computes them for a state built elsewhere), sharing the per-slot work with the new enemy
-shots. With :attr:`Seaquest.compile_options` (inductor's fusion limit raised, reused values
-realised early) the compiled step and observation are one loop over the batch that keeps an
-env's slots in registers, plus one loop per env that spreads the observation's bits into
-bytes. Conditions that select int64 values are computed from int64 values: an int32 mask
-applied to int64 values compiles to a conversion call inside the loop.
+(N,) words for the object lists), int32 but for the int64 bitboards. The fish and subs are
+*bit-sliced*: each field of the 32 enemy slots is a few (N,) int32 planes whose bit i
+belongs to slot i (:class:`Enemies`), so one (N,) op updates a field of all 32 slots
+(moves and timers are ripple-carry adds over the planes), a cell test is an AND of the
+planes, and a reduction over the slots is a mask test: ``free & -free`` is the lowest free
+slot, the enemy with the largest or smallest key among candidates is found by narrowing the
+key's bits from the top (:func:`_first`). The step also leaves the bitboards of the fish and
+subs and the rows' directions in the state (``fish_*``, ``sub_*``, ``right``, derived from
+``en``; :func:`enemy_boards` computes them for a state built elsewhere), one test per cell
+of the slots in its row against those in its column, so the observation needs no pass
+over the slots. With :attr:`Seaquest.compile_options` (inductor's fusion limit raised,
+reused values realised early) the compiled step and observation are one loop over the
+batch, plus one loop per env that spreads the observation's bits into bytes. Conditions
+that select int64 values are computed from int64 values: an int32 mask applied to int64
+values compiles to a conversion call inside the loop.
 
-* Every object is one packed int32 word, columns stored plus one (``X = x + 1``) so that a
-  step off either edge gives ``X`` = 0 or 11 without borrowing from the next field; bits
-  0-7 (``X | y << 4``) are the object's cell key, compared in one instruction.
-* Enemies (the reference's ``e_subs`` and ``e_fish``) live in :data:`ENEMY_SLOTS` words:
-  ``X`` (bits 0-3), row (4-7), direction (8, 1 = right), move timer (9-11), shot timer
-  (12-15), age (16-22: steps since the spawn) and a fish flag (23; 0 = sub). A free slot
-  holds :data:`DEAD`, whose cell key, timer and fish flag make it match nothing, never move
-  and never shoot. Slots are not kept in list order (no compaction): each list's order is
-  spawn order, and at most one enemy spawns per step, so the ages of live enemies are
-  distinct and order them (older = earlier in the list). ``word >> 16`` =
+* Bullets and divers are packed int32 words, columns stored plus one (``X = x + 1``) so
+  that a step off either edge gives ``X`` = 0 or 11 without borrowing from the next field;
+  bits 0-7 (``X | y << 4``) are the object's cell key, compared in one instruction.
+* Enemies (the reference's ``e_subs`` and ``e_fish``) have planes for ``alive``, ``X`` (4),
+  row - 1 (3; rows 1-8), direction (1 = right), fish (0 = sub), move timer (3), shot timer
+  (4) and age (7: steps since the spawn); free slots hold zeros (and ``alive`` 0).
+  :func:`enemy_planes` and :func:`enemy_words` convert from and to one packed word per slot
+  (``X | y << 4 | dir << 8 | timer << 9 | shot << 12 | age << 16 | fish << 23``, free =
+  :data:`DEAD`), for states built elsewhere. Slots are not kept in list order (no
+  compaction): each list's order is spawn order, and at most one enemy spawns per step, so
+  the ages of live enemies are distinct and order them (older = earlier in the list).
   ``128 * fish + age`` is the priority key of both orderings the reference uses: a friendly
   bullet hits the *first* fish at its cell, else the first sub (the largest key; bullet 1
-  goes first, then bullet 0 takes the largest key at its cell other than bullet 1's
-  victim, two masked maxima, one removal); in the enemy loops, moved enemies take the
-  first remaining friendly bullet at their new cell, subs (in reverse order) before fish
-  (in reverse order), i.e. the smallest key first, computed with two masked minima. A new
-  enemy takes the first free slot (a chain over the slots).
+  goes first, then bullet 0 takes the largest key at its cell other than bullet 1's victim);
+  in the enemy loops, moved enemies take the first remaining friendly bullet at their new
+  cell, subs (in reverse order) before fish (in reverse order), i.e. the smallest key
+  first. A new enemy takes the lowest free slot.
 * Friendly bullets (``f_bullets``, capacity 2) and divers (``divers``, capacity 2) are two
   words each in list order (slot 0 first, a free slot is 0): ``X | y << 4 | dir << 8``, and
   for divers the move timer in bits 9-11. They are walked in reverse as the reference.
@@ -133,12 +136,25 @@ SHOT_SHIFT = 12
 AGE_SHIFT = 16
 CELL = 0xFF  # cell key ``X | y << 4``
 TIMER = 7 << TIMER_SHIFT
-SHOT = 15 << SHOT_SHIFT
 FISH = 1 << 23
-#: A free enemy slot: cell (X, y) = (15, 15), timer 7, a fish (never moves or shoots).
+#: A free slot in the packed enemy words of :func:`enemy_words` (cell (X, y) = (15, 15)).
 DEAD = CELL | TIMER | FISH
-#: A cell key no object has (free bullet slots compare with it).
-NOWHERE = 0xEE
+
+
+class Enemies(NamedTuple):
+    """The fish and subs as bit planes: bit i of every (N,) int32 word belongs to slot i.
+
+    A field of ``b`` bits is ``b`` planes, least significant first. Free slots hold zeros.
+    """
+
+    alive: torch.Tensor  # the slot holds an enemy
+    x: tuple[torch.Tensor, ...]  # 4 planes of X = column + 1 (0 or 11: just left the screen)
+    row: tuple[torch.Tensor, ...]  # 3 planes of row - 1 (enemies are in rows 1-8)
+    moves_right: torch.Tensor  # direction, 1 = right
+    fish: torch.Tensor  # a fish (else a sub)
+    timer: tuple[torch.Tensor, ...]  # 3 planes of the move timer [steps]
+    shot: tuple[torch.Tensor, ...]  # 4 planes of the shot timer [steps]
+    age: tuple[torch.Tensor, ...]  # 7 planes of the steps since the spawn
 
 
 class SeaquestState(NamedTuple):
@@ -163,7 +179,7 @@ class SeaquestState(NamedTuple):
     terminal: torch.Tensor  # int32 1 = game over
     fb: tuple[torch.Tensor, ...]  # 2 x int32 friendly bullets in list order, 0 = none
     dv: tuple[torch.Tensor, ...]  # 2 x int32 divers in list order, 0 = none
-    en: tuple[torch.Tensor, ...]  # 32 x int32 fish and subs, DEAD = free
+    en: Enemies  # the fish and subs, 32 slots as bit planes
     eb_l_lo: torch.Tensor  # int64 enemy bullets moving left, rows 0-4
     eb_l_hi: torch.Tensor  # int64 enemy bullets moving left, rows 5-9
     eb_r_lo: torch.Tensor  # int64 enemy bullets moving right, rows 0-4
@@ -196,7 +212,7 @@ def reset(params: MinAtarParams, rng: Rng) -> SeaquestState:
         terminal=z,
         fb=(z, z),
         dv=(z, z),
-        en=(z + DEAD,) * ENEMY_SLOTS,
+        en=Enemies(z, (z,) * 4, (z,) * 3, z, z, (z,) * 3, (z,) * 4, (z,) * 7),
         eb_l_lo=z64, eb_l_hi=z64, eb_r_lo=z64, eb_r_hi=z64,
         fish_lo=z64, fish_hi=z64, sub_lo=z64, sub_hi=z64, right=z,
     )  # fmt: skip
@@ -218,9 +234,65 @@ def _tree(xs: list[torch.Tensor], op) -> torch.Tensor:  # noqa: ANN001
     return xs[0]
 
 
-def _any(xs: list[torch.Tensor]) -> torch.Tensor:
-    """Elementwise OR of bool (N,) tensors."""
-    return _tree(xs, torch.logical_or)
+def _bit_masks(value: torch.Tensor, bits: int) -> list[torch.Tensor]:
+    """All-ones / zero (N,) int32 masks of bits ``0 .. bits - 1`` of the (N,) int32 ``value``."""
+    return [-((value >> b) & 1) for b in range(bits)]
+
+
+def _equal(planes: Sequence[torch.Tensor], value: torch.Tensor | int) -> torch.Tensor:
+    """Slots whose field (its bit planes) equals ``value``, (N,) int32 or a constant."""
+    out = None
+    for b, p in enumerate(planes):
+        if isinstance(value, int):
+            term = p if (value >> b) & 1 else ~p
+        else:
+            term = p ^ (((value >> b) & 1) - 1)  # p where the bit is 1, ~p where it is 0
+        out = term if out is None else out & term
+    return out
+
+
+def _at(
+    en: Enemies, x1: torch.Tensor, y: torch.Tensor, ok: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Live slots at ``X = x1``, row ``y`` ((N,) int32 each), only where ``ok`` (bool)."""
+    ok = (y >= 1) & (y <= 8) if ok is None else ok & (y >= 1) & (y <= 8)
+    return en.alive & _equal(en.x, x1) & _equal(en.row, y - 1) & -ok.to(I32)
+
+
+def _first(cands: torch.Tensor, en: Enemies, largest: bool) -> torch.Tensor:
+    """The slot (one bit, or 0 if none) of the largest or smallest key among ``cands``.
+
+    The key is ``128 fish + age`` (distinct for live enemies); its bits are narrowed from the
+    most significant down.
+    """
+    for p in (en.fish, *reversed(en.age)):
+        t = cands & (p if largest else ~p)
+        cands = torch.where(t != 0, t, cands)
+    return cands
+
+
+def _keep(en: Enemies, slots: torch.Tensor) -> Enemies:
+    """``en`` with every plane cleared outside ``slots`` (free slots hold zeros)."""
+    fields = (f & slots if isinstance(f, torch.Tensor) else tuple(p & slots for p in f) for f in en)
+    return Enemies(*fields)
+
+
+def _decrement(planes: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Every slot's field minus one (wrapping)."""
+    out, borrow = [], None
+    for p in planes:
+        out.append(~p if borrow is None else p ^ borrow)
+        borrow = ~p if borrow is None else borrow & ~p
+    return out
+
+
+def _increment(planes: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Every slot's field plus one (wrapping)."""
+    out, carry = [], None
+    for p in planes:
+        out.append(~p if carry is None else p ^ carry)
+        carry = p if carry is None else carry & p
+    return out
 
 
 def _compact2(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -245,7 +317,7 @@ def step(
     """
     ms = s.move_speed
     action = action.to(I32)
-    en = list(s.en)
+    en = s.en
 
     # -- enemy spawn ------------------------------------------------------------------------
     spawn_e = s.e_spawn_timer == 0
@@ -254,9 +326,6 @@ def step(
     row = (1 + ((words[2] * 8) >> 32)).to(I32)
     d_lr = ((torch.where(spawn_e, words[3], words[0]) >> 8) < (1 << 23)).to(I32)
     d_row = (1 + ((torch.where(spawn_e, words[4], words[1]) * 8) >> 32)).to(I32)
-    other = (row << 4) | ((1 - lr) << DIR_SHIFT)
-    new = (10 - 9 * lr) | (row << 4) | (lr << DIR_SHIFT) | (ms << TIMER_SHIFT)
-    new = new | (ENEMY_SHOT_INTERVAL << SHOT_SHIFT) | (fish << 23)
     e_spawn_timer = torch.where(spawn_e, s.e_spawn_speed, s.e_spawn_timer)
 
     # -- diver spawn ------------------------------------------------------------------------
@@ -285,35 +354,41 @@ def step(
     at_sub = (sub_x + 1) | (sub_y << 4)  # the sub's cell key
 
     fb = [torch.where(b != 0, b + _step_x(b), 0) for b in fb]
-    cells = [torch.where(((b & 15) >= 1) & ((b & 15) <= 10), b & CELL, NOWHERE) for b in fb]
 
-    blocked = _any([(e & 0x1F0) == other for e in en])
-    avail = spawn_e & ~blocked
-    for i in range(ENEMY_SLOTS):
-        free = en[i] == DEAD
-        en[i] = torch.where(avail & free, new, en[i])
-        avail = avail & ~free
+    # A new enemy takes the lowest free slot, unless an enemy of its row moves the other way.
+    other_way = en.moves_right ^ -lr
+    blocked = (en.alive & other_way & _equal(en.row, row - 1)) != 0
+    free = ~en.alive
+    slot = torch.where(spawn_e & ~blocked, free & -free, 0)
+    keep = ~slot
+
+    def put(planes: Sequence[torch.Tensor], value: torch.Tensor | int) -> tuple[torch.Tensor, ...]:
+        if isinstance(value, int):
+            return tuple(p | slot if (value >> b) & 1 else p & keep for b, p in enumerate(planes))
+        masks = _bit_masks(value, len(planes))
+        return tuple((p & keep) | (slot & m) for p, m in zip(planes, masks, strict=True))
+
+    en = Enemies(
+        alive=en.alive | slot,
+        x=put(en.x, 10 - 9 * lr),
+        row=put(en.row, row - 1),
+        moves_right=(en.moves_right & keep) | (slot & -lr),
+        fish=(en.fish & keep) | (slot & -fish),
+        timer=put(en.timer, ms),
+        shot=put(en.shot, ENEMY_SHOT_INTERVAL),
+        age=put(en.age, 0),
+    )
 
     # Friendly bullets, in reverse order: bullet 1 hits the largest key at its cell (the
     # first fish, else the first sub), bullet 0 the largest other one at its cell.
-    keys = [e >> AGE_SHIFT for e in en]
-    cs = [e & CELL for e in en]
-    victim1 = _tree(
-        [torch.where(c == cells[1], k, -1) for c, k in zip(cs, keys, strict=True)], torch.maximum
-    )
-    victim0 = _tree(
-        [
-            torch.where((c == cells[0]) & (k != victim1), k, -1)
-            for c, k in zip(cs, keys, strict=True)
-        ],
-        torch.maximum,
-    )
-    en = [
-        torch.where((k == victim0) | (k == victim1), DEAD, e) for e, k in zip(en, keys, strict=True)
-    ]
-    reward = (victim0 >= 0).to(I32) + (victim1 >= 0).to(I32)
+    onscreen = [((b & 15) >= 1) & ((b & 15) <= 10) for b in fb]
+    at = [_at(en, b & 15, (b >> 4) & 15, ok) for b, ok in zip(fb, onscreen, strict=True)]
+    victim1 = _first(at[1], en, largest=True)
+    victim0 = _first(at[0] & ~victim1, en, largest=True)
+    en = en._replace(alive=en.alive & ~(victim0 | victim1))
+    reward = (victim0 != 0).to(I32) + (victim1 != 0).to(I32)
     for k, victim in ((0, victim0), (1, victim1)):
-        fb[k] = torch.where((cells[k] != NOWHERE) & (victim < 0), fb[k], 0)
+        fb[k] = torch.where(onscreen[k] & (victim == 0), fb[k], 0)
     fb = list(_compact2(*fb))
 
     diver_count = s.diver_count
@@ -336,54 +411,50 @@ def step(
         dv[k] = torch.where(rest & ~out & ~pick2, d, 0)
     dv = _compact2(*dv)
 
-    cell0 = torch.where(fb[0] != 0, fb[0] & CELL, NOWHERE)
-    cell1 = torch.where(fb[1] != 0, fb[1] & CELL, NOWHERE)
-    ms_t = ms << TIMER_SHIFT
-    crashes = [(e & CELL) == at_sub for e in en]
-    gone, outs, checks, shoots_l, keys = [], [], [], [], []
-    for i, e in enumerate(en):
-        gone.append(e == DEAD)
-        mv = (e & TIMER) == 0
-        e = torch.where(mv, e + _step_x(e) + ms_t, e - (1 << TIMER_SHIFT))
-        xk = e & 15
-        out = (xk == 0) | (xk == 11)
-        crash = (e & CELL) == at_sub
-        crashes.append(crash)
-        outs.append(out)
-        checks.append(mv & ~out & ~crash)
-        reload = (e & SHOT) == 0
-        shoots_l.append(reload & (e < FISH) & ~out)
-        en[i] = torch.where(reload, e + (ENEMY_SHOT_INTERVAL << SHOT_SHIFT), e - (1 << SHOT_SHIFT))
-        keys.append(en[i] >> AGE_SHIFT)
-    term = _any(crashes)
-    k0 = _tree(
-        [
-            torch.where(ch & ((e & CELL) == cell0), k, 1000)
-            for ch, e, k in zip(checks, en, keys, strict=True)
-        ],
-        torch.minimum,
+    # Enemies move (their move timer at 0), may leave the screen, crash into the sub (before
+    # or after moving), reload and shoot (subs), then take the first remaining friendly
+    # bullet at their new cell: subs (in reverse order) before fish (in reverse order), i.e.
+    # the smallest key first.
+    alive = en.alive
+    crash = _at(en, sub_x + 1, sub_y)
+    move = alive & ~(en.timer[0] | en.timer[1] | en.timer[2])
+    timer = tuple(
+        (p & ~move) | (move & m)
+        for p, m in zip(_decrement(en.timer), _bit_masks(ms, 3), strict=True)
     )
-    k1 = _tree(
-        [
-            torch.where(ch & ((e & CELL) == cell1) & (k != k0), k, 1000)
-            for ch, e, k in zip(checks, en, keys, strict=True)
-        ],
-        torch.minimum,
-    )
-    take0, take1 = k0 < 1000, k1 < 1000
-    removed = [g | o | (k == k0) | (k == k1) for g, o, k in zip(gone, outs, keys, strict=True)]
-    en_next = [torch.where(r, DEAD, e + (1 << AGE_SHIFT)) for r, e in zip(removed, en, strict=True)]
-    reward = reward + take0.to(I32) + take1.to(I32)
-    fb = _compact2(torch.where(take0, 0, fb[0]), torch.where(take1, 0, fb[1]))
+    right_, left_ = move & en.moves_right, move & ~en.moves_right
+    x = []
+    for p in en.x:  # X + 1 where moving right, X - 1 where moving left
+        x.append(p ^ right_ ^ left_)
+        right_, left_ = right_ & p, left_ & ~p
+    en = en._replace(x=tuple(x), timer=timer)
+    out = alive & (_equal(en.x, 0) | _equal(en.x, 11))
+    crashed = _at(en, sub_x + 1, sub_y)
+    checks = move & ~out & ~crashed
+    reload = ~(en.shot[0] | en.shot[1] | en.shot[2] | en.shot[3])
+    shooters = alive & ~en.fish & reload & ~out
+    shot = _decrement(en.shot)  # reload: 10 = 0b1010
+    shot = (shot[0] & ~reload, shot[1] | reload, shot[2] & ~reload, shot[3] | reload)
+    en = en._replace(shot=shot)
+    term = (crash | crashed) != 0
+    ok = [b != 0 for b in fb]
+    take0 = _first(_at(en, fb[0] & 15, (fb[0] >> 4) & 15, ok[0]) & checks, en, largest=False)
+    cands1 = _at(en, fb[1] & 15, (fb[1] >> 4) & 15, ok[1]) & checks & ~take0
+    take1 = _first(cands1, en, largest=False)
+    left = alive & ~out & ~take0 & ~take1
+    reward = reward + (take0 != 0).to(I32) + (take1 != 0).to(I32)
+    fb = _compact2(torch.where(take0 != 0, 0, fb[0]), torch.where(take1 != 0, 0, fb[1]))
 
     # Bitboards of the moved enemies: the new enemy shots, split by the direction of their
     # row (all enemies of a row share one, module docstring), and the fish and subs still
     # in the lists (the next state's boards for the observation).
-    shot_lo, shot_hi, fish_lo, fish_hi, sub_lo, sub_hi = _enemy_boards(
-        en, shoots_l, [~r & (e >= FISH) for r, e in zip(removed, en, strict=True)],
-        [~r & (e < FISH) for r, e in zip(removed, en, strict=True)],
-    )  # fmt: skip
-    right = _right_rows(en, [~g for g in gone])
+    rows = _row_sets(en)
+    shot_lo, shot_hi, fish_lo, fish_hi, sub_lo, sub_hi = _boards(
+        en, rows, shooters, left & en.fish, left & ~en.fish
+    )
+    right = _right_rows(en, rows, alive)
+    age = _increment(en.age)
+    en_next = _keep(en._replace(alive=left, age=tuple(age)), left)
     right_lo, right_hi = _row_masks(right)
     l_lo, l_hi = s.eb_l_lo | (shot_lo & ~right_lo), s.eb_l_hi | (shot_hi & ~right_hi)
     r_lo, r_hi = s.eb_r_lo | (shot_lo & right_lo), s.eb_r_hi | (shot_hi & right_hi)
@@ -418,7 +489,7 @@ def step(
     nxt = SeaquestState(
         oxygen, diver_count, sub_x, sub_y, sub_or, spawn_speed, e_spawn_timer, d_spawn_timer,
         move_speed, ramp_index, shot_timer, surface, term.to(I32),
-        tuple(fb), tuple(dv), tuple(en_next), l_lo, l_hi, r_lo, r_hi,
+        tuple(fb), tuple(dv), en_next, l_lo, l_hi, r_lo, r_hi,
         fish_lo, fish_hi, sub_lo, sub_hi, right,
     )  # fmt: skip
     done = s.terminal != 0
@@ -427,55 +498,97 @@ def step(
     return nxt, reward, nxt.terminal != 0
 
 
-def _enemy_boards(
-    en: Sequence[torch.Tensor], *flags: Sequence[torch.Tensor]
-) -> tuple[torch.Tensor, ...]:
-    """Bitboards ``(lo, hi)`` (int64) of the cells of the enemies whose flag is set.
+def _row_sets(en: Enemies) -> list[torch.Tensor]:
+    """The slots (any, live or not) in rows 1..8."""
+    return [_equal(en.row, y - 1) for y in range(1, 9)]
 
-    ``en`` are the enemy words (rows 1-8), ``flags`` lists of per-slot (N,) bool; two words
-    (layout of :func:`cell_bits`) are returned per list. Each slot's cell bit is ORed into
-    one of three int32 words (rows 1-3, 4-6, 7-8; bit ``10 (y - 1 - 3 j) + x``), two int32
-    ops per flag; the words are widened into ``(lo, hi)`` once at the end.
+
+def _boards(
+    en: Enemies, rows: Sequence[torch.Tensor], *sets: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """Bitboards ``(lo, hi)`` (int64, layout of :func:`cell_bits`) of the cells of each slot set.
+
+    ``rows`` are :func:`_row_sets`. A cell's bit is one test of the set's slots in its row
+    against the slots in its column, ORed into one of three int32 words (rows 1-3, 4-6, 7-8;
+    bit ``10 (y - 1 - 3 j) + x``) that are widened into ``(lo, hi)`` once at the end.
     """
-    zero = torch.zeros_like(en[0])
-    words = [[zero] * 3 for _ in flags]
-    for i, e in enumerate(en):
-        y = (e >> 4) & 15
-        mid, low = y >= 4, y >= 7  # word 1 or 2 (rows 4-6, 7-8)
-        first = 1 + 3 * (mid.to(I32) + low.to(I32))  # first row of the slot's word
-        bit = 1 << ((e & 15) - 1 + 10 * (y - first)).clamp(0, 31)
-        bits = (torch.where(mid, 0, bit), torch.where(mid & ~low, bit, 0), torch.where(low, bit, 0))
-        for k, f in enumerate(flags):
-            words[k] = [w | torch.where(f[i], b, 0) for w, b in zip(words[k], bits, strict=True)]
+    cols = [_equal(en.x, x + 1) for x in range(10)]
     out = []
-    for w0, w1, w2 in words:
-        w0, w1, w2 = w0.to(torch.int64), w1.to(torch.int64), w2.to(torch.int64)
+    for slots in sets:
+        words = [torch.zeros_like(slots) for _ in range(3)]
+        for y in range(1, 9):
+            j = (y - 1) // 3
+            in_row = slots & rows[y - 1]
+            for x, col in enumerate(cols):
+                w, bit = words[j], 1 << (10 * (y - 1 - 3 * j) + x)
+                words[j] = torch.where((in_row & col) != 0, w | bit, w)
+        w0, w1, w2 = (w.to(torch.int64) for w in words)
         out += [(w0 << 10) | ((w1 & ROW) << 40), (w1 >> 10) | (w2 << 20)]
     return tuple(out)
 
 
-def _right_rows(en: Sequence[torch.Tensor], present: Sequence[torch.Tensor]) -> torch.Tensor:
-    """(N,) int32 with bit y set where a present enemy of row y moves right."""
-    bits = [
-        torch.where(p, ((e >> DIR_SHIFT) & 1) << ((e >> 4) & 15), 0)
-        for p, e in zip(present, en, strict=True)
-    ]
-    return _tree(bits, torch.bitwise_or)
+def _right_rows(en: Enemies, rows: Sequence[torch.Tensor], present: torch.Tensor) -> torch.Tensor:
+    """(N,) int32 with bit y set where a ``present`` enemy of row y moves right."""
+    right = present & en.moves_right
+    out = torch.zeros_like(present)
+    for y in range(1, 9):
+        out = torch.where((right & rows[y - 1]) != 0, out | (1 << y), out)
+    return out
 
 
-def enemy_boards(en: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-    """The derived fields ``(fish_lo, fish_hi, sub_lo, sub_hi, right)`` of enemy words ``en``.
+def enemy_boards(en: Enemies) -> tuple[torch.Tensor, ...]:
+    """The derived fields ``(fish_lo, fish_hi, sub_lo, sub_hi, right)`` of the enemies ``en``.
 
     For states built outside the step (e.g. injected from the reference).
     """
-    live = [e != DEAD for e in en]
-    boards = _enemy_boards(
-        en,
-        [v & (e >= FISH) for v, e in zip(live, en, strict=True)],
-        [v & (e < FISH) for v, e in zip(live, en, strict=True)],
+    rows = _row_sets(en)
+    boards = _boards(en, rows, en.alive & en.fish, en.alive & ~en.fish)
+    return (*boards, _right_rows(en, rows, en.alive))
+
+
+def enemy_planes(words: Sequence[torch.Tensor]) -> Enemies:
+    """:class:`Enemies` from packed enemy words (one (N,) int32 per slot, :data:`DEAD` = free).
+
+    A word is ``X | y << 4 | dir << 8 | timer << 9 | shot << 12 | age << 16 | fish << 23``
+    (``X`` = column + 1), the format of :func:`enemy_words`; for states built elsewhere.
+    """
+    assert len(words) == ENEMY_SLOTS
+
+    def planes(shift: int, bits: int, offset: int = 0, live: bool = False) -> list[torch.Tensor]:
+        acc = [torch.zeros_like(words[0], dtype=torch.int64) for _ in range(bits)]
+        for i, w in enumerate(words):
+            alive = (w != DEAD).to(torch.int64)
+            value = ((w >> shift) & ((1 << bits) - 1)) - offset if not live else alive
+            for b in range(bits):
+                acc[b] |= (((value >> b) & 1) * alive) << i
+        return [a.to(I32) for a in acc]  # wraps bit 31 into the sign
+
+    return Enemies(
+        alive=planes(0, 1, live=True)[0],
+        x=tuple(planes(0, 4)),
+        row=tuple(planes(4, 3, offset=1)),
+        moves_right=planes(DIR_SHIFT, 1)[0],
+        fish=planes(23, 1)[0],
+        timer=tuple(planes(TIMER_SHIFT, 3)),
+        shot=tuple(planes(SHOT_SHIFT, 4)),
+        age=tuple(planes(AGE_SHIFT, 7)),
     )
-    right = _right_rows(en, live)
-    return (*boards, right)
+
+
+def enemy_words(en: Enemies) -> tuple[torch.Tensor, ...]:
+    """The packed enemy word of every slot (:data:`DEAD` if free); see :func:`enemy_planes`."""
+
+    def field(planes: Sequence[torch.Tensor], i: int) -> torch.Tensor:
+        return sum(((p >> i) & 1) << b for b, p in enumerate(planes))
+
+    out = []
+    for i in range(ENEMY_SLOTS):
+        word = field(en.x, i) | ((field(en.row, i) + 1) << 4)
+        word = word | (field([en.moves_right], i) << DIR_SHIFT)
+        word = word | (field(en.timer, i) << TIMER_SHIFT) | (field(en.shot, i) << SHOT_SHIFT)
+        word = word | (field(en.age, i) << AGE_SHIFT) | (field([en.fish], i) << 23)
+        out.append(torch.where(((en.alive >> i) & 1) == 1, word, DEAD))
+    return tuple(out)
 
 
 def _row_masks(dirs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
