@@ -93,6 +93,37 @@ def test_fused_step_equals_eager_float64_with_frame_skip_and_resets():
     assert n_term > 20 and n_trunc > 20  # both kinds of episode end were exercised
 
 
+def test_compiled_step_writes_the_state_in_place_and_state_is_a_copy():
+    """The compiled CPU step keeps its state in the same buffers; ``state`` is a snapshot,
+    and a state set from outside (reset, ``set_env_state``) is copied in and stepped."""
+    fused, eager = make(max_episode_steps=15), make(max_episode_steps=15, backend="eager")
+    gen = torch.Generator().manual_seed(4)
+    actions = [torch.randint(0, 2, (N,), generator=gen) for _ in range(40)]
+    for env in (fused, eager):
+        env.reset(seed=8)
+        env.step(actions[0])
+    assert isinstance(fused._step._fn, fusion.InPlaceStateCall)
+    buffers = [t.data_ptr() for t in torch.utils._pytree.tree_leaves(fused._state)]
+    snapshot = fused.state
+    kept = [t.clone() for t in torch.utils._pytree.tree_leaves(snapshot)]
+    for a in actions[1:20]:
+        torch.testing.assert_close(fused.step(a)[0], eager.step(a)[0], rtol=0, atol=1e-12)
+    assert [t.data_ptr() for t in torch.utils._pytree.tree_leaves(fused._state)] == buffers
+    assert all(map(torch.equal, torch.utils._pytree.tree_leaves(snapshot), kept))
+    # a state from outside: copied into the buffers, then stepped like eager's
+    for env in (fused, eager):
+        env.set_env_state(snapshot.env)
+    fused.reset(seed=9, options={"reset_mask": torch.arange(N) < N // 2})
+    eager.reset(seed=9, options={"reset_mask": torch.arange(N) < N // 2})
+    for a in actions[20:]:
+        o1, _, te1, tr1, _ = fused.step(a)
+        o2, _, te2, tr2, _ = eager.step(a)
+        torch.testing.assert_close(o1, o2, rtol=0, atol=1e-12)
+        assert torch.equal(te1, te2) and torch.equal(tr1, tr2)
+    assert [t.data_ptr() for t in torch.utils._pytree.tree_leaves(fused._state)] == buffers
+    torch.testing.assert_close(fused.state, eager.state, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("skip", [1, 4])
 def test_frame_skip_equals_repeated_action_stopping_at_episode_end(skip):
     """frame_skip=k == k single frames with one action, rewards summed, stopping at the first

@@ -15,6 +15,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 from reference import REFERENCES, Reference
 
+from gpuvec_envs.core.vector import contiguous
+
 IDS = sorted(REFERENCES)
 
 
@@ -203,7 +205,9 @@ def test_eager_and_compiled_agree(env_id: str) -> None:
     compiled = make_ours(ref, n, backend="compile", **kwargs)
     eager.reset(seed=9)
     compiled.reset(seed=9)
-    step = compiled.unwrapped._step  # the compiled pure step: any state of these shapes
+    # the compiled step: any state of these shapes; its returned state is its own buffer,
+    # overwritten by the next call, hence the copies
+    step = compiled.unwrapped._step
     free = compiled.unwrapped.state
     for _ in range(steps):
         actions = torch.as_tensor(ref.random_actions(rng, n))
@@ -211,7 +215,7 @@ def test_eager_and_compiled_agree(env_id: str) -> None:
         obs, reward, term, trunc, info = eager.step(actions)
         synced = step(before, actions)
         out = step(free, actions)
-        free = out.state
+        free = contiguous(out.state)
         assert compiled.unwrapped.backend == "compile"
         torch.testing.assert_close(synced.obs, obs, rtol=0, atol=1e-12)
         torch.testing.assert_close(synced.reward, reward, rtol=0, atol=1e-12)

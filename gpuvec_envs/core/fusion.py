@@ -10,13 +10,15 @@ generated code. No guards are evaluated, so the caller must pass inputs of exact
 example's structure, shapes, strides, dtypes and device (the env shell guarantees that;
 inductor itself still asserts shapes and strides).
 
-:class:`CudaGraphCall` then captures such a call in a CUDA graph with static input buffers,
-so that one call costs one graph launch (plus the copies of inputs that are not already
-the static buffers).
+:class:`InPlaceStateCall` compiles a state-first function so that the new state is written
+into the state's own tensors (no output buffers for it); :class:`CudaGraphCall` captures a
+call in a CUDA graph with static input buffers, so that one call costs one graph launch
+(plus the copies of inputs that are not already the static buffers).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -203,6 +205,57 @@ def _rebuild(example: Any, leaves: Any) -> Any:
         return None
     parts = [_rebuild(sub, leaves) for sub in example]
     return type(example)(*parts) if _is_namedtuple(example) else tuple(parts)
+
+
+class InPlaceStateCall:
+    """A flat compiled call of a state-first function that updates the state in place.
+
+    ``fn(state, *rest) -> (new_state, *outputs)`` (a tuple or NamedTuple whose first field
+    is the new state, of the same structure, shapes, dtypes and strides as ``state``) is
+    compiled with the new state written into the state's own tensors: inductor's kernel
+    stores it there instead of into fresh output buffers, which saves an allocation per
+    state leaf and keeps the state's memory warm. The call owns those buffers: the first
+    call clones the given state into them, later calls copy only the leaves that are not
+    already its buffers (a state fed back from the previous call costs nothing), and the
+    returned state *is* the buffers, overwritten by the next call.
+
+    Raises:
+        ValueError: the new state's leaves do not match the state's (shape, dtype, strides).
+        Exception: whatever tracing or inductor raise.
+    """
+
+    def __init__(
+        self, fn: Callable[..., Any], example_args: tuple[Any, ...], options: dict[str, Any]
+    ) -> None:
+        def inplace(state: Any, *rest: Any) -> Any:
+            out = fn(state, *rest)
+            new = make_flattener(out[:1])(out[0])
+            for buf, value in zip(self.flatten_state(state), new, strict=True):
+                if _layout(buf) != _layout(value):
+                    raise ValueError("the new state's layout differs from the state's")
+                buf.copy_(value)
+            return type(out)(None, *out[1:]) if _is_namedtuple(out) else (None, *out[1:])
+
+        self.flatten_state = make_flattener(example_args[:1])
+        self.unflatten_state = make_unflattener(example_args[0])
+        self.buffers = tuple(t.clone() for t in self.flatten_state(example_args[0]))
+        state = self.unflatten_state(self.buffers)
+        self._call = compile_flat(inplace, (state, *example_args[1:]), False, options)
+
+    def __call__(self, state: Any, *rest: Any) -> Any:
+        """Copy a foreign state into the buffers, step them in place, return the outputs."""
+        leaves = self.flatten_state(state)
+        if not all(map(operator.is_, leaves, self.buffers)):
+            for buf, t in zip(self.buffers, leaves, strict=True):
+                if t is not buf:
+                    buf.copy_(t)
+            state = self.unflatten_state(self.buffers)
+        out = self._call(state, *rest)
+        return type(out)(state, *out[1:]) if _is_namedtuple(out) else (state, *out[1:])
+
+
+def _layout(t: torch.Tensor) -> tuple[Any, ...]:
+    return t.shape, t.dtype, t.stride()
 
 
 class CudaGraphCall:

@@ -220,7 +220,9 @@ class Backend:
     The ``compile`` backend compiles on the first call, for that call's shapes, strides,
     device and dtype, into a guard-free call (:func:`gpuvec_envs.core.fusion.compile_flat`:
     one generated kernel, no guard evaluation, generated pytree code); on CUDA that call is
-    then captured in a CUDA graph. If that path fails it falls back to
+    then captured in a CUDA graph. A state-first call off CUDA graphs writes the new state
+    into the state's own buffers (:class:`~gpuvec_envs.core.fusion.InPlaceStateCall`), so
+    the state it returns is overwritten by the next call. If that path fails it falls back to
     ``torch.compile(fullgraph=True, dynamic=False)``, and a failure of that to eager, with a
     warning. Later calls must pass arguments of the first call's exact structure, shapes,
     strides, dtypes and device (the env shell guarantees this).
@@ -268,13 +270,22 @@ class Backend:
         self._compiled_once = True
         errors = []
         try:
+            self.kind = "fused"
+            if self._state_first and not (self._cuda_graph and _on_cuda(args)):
+                # The new state is written into the state's own buffers (CUDA graphs keep it
+                # in their static buffers instead); a step whose state changes layout
+                # cannot, and returns it as an output below.
+                try:
+                    self._fn = fusion.InPlaceStateCall(self.eager_fn, args, self._options)
+                    return self._fn(*args)
+                except ValueError:
+                    pass
             # A state-first call's inputs are the shell's own tensors (its previous outputs,
             # checked actions), so inductor's per-call shape/stride asserts are redundant;
             # a state that comes back with another layout than it went in keeps them.
             self._fn = fusion.compile_flat(
                 self.eager_fn, args, size_asserts=not self._state_first, options=self._options
             )
-            self.kind = "fused"
             out = self._fn(*args)
             if self._state_first and not _same_layout(args[0], out[0]):
                 self._fn = fusion.compile_flat(self.eager_fn, args, options=self._options)
@@ -426,10 +437,13 @@ class GpuVecEnv(gym.vector.VectorEnv):
 
     @property
     def state(self) -> ShellState:
-        """The current shell state (read-only by convention; see :meth:`set_env_state`)."""
+        """A copy of the current shell state (to change it, see :meth:`set_env_state`).
+
+        A copy, because compiled steps write the next state into the current one's tensors.
+        """
         if self._state is None:
             raise RuntimeError("call reset() before reading the state")
-        return self._state
+        return contiguous(self._state)
 
     def set_env_state(self, env_state: Any) -> None:
         """Overwrite the env's physical state (the env's own NamedTuple of (N, ...) tensors).
