@@ -238,6 +238,8 @@ class Backend:
         cuda_graph: Capture the compiled call in a CUDA graph on CUDA devices.
         options: Inductor config overrides for the compilation (the env's
             ``compile_options``).
+        in_place: Write a state-first call's new state into the state's buffers (the env's
+            ``state_in_place``).
     """
 
     def __init__(
@@ -249,6 +251,7 @@ class Backend:
         state_first: bool = False,
         cuda_graph: bool = True,
         options: dict[str, Any] | None = None,
+        in_place: bool = True,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -261,6 +264,7 @@ class Backend:
         self._state_first = state_first
         self._cuda_graph = cuda_graph
         self._options = dict(options or {})
+        self._in_place = in_place
         self._compiled_once = self.name == "eager"
 
     def __call__(self, *args: Any) -> Any:
@@ -271,7 +275,7 @@ class Backend:
         errors = []
         try:
             self.kind = "fused"
-            if self._state_first and not (self._cuda_graph and _on_cuda(args)):
+            if self._state_first and self._in_place and not (self._cuda_graph and _on_cuda(args)):
                 # The new state is written into the state's own buffers (CUDA graphs keep it
                 # in their static buffers instead); a step whose state changes layout
                 # cannot, and returns it as an output below.
@@ -426,8 +430,15 @@ class GpuVecEnv(gym.vector.VectorEnv):
     ) -> Backend:
         """A state-first :class:`Backend` of a step function, with the env's compile options."""
         tag = f"{type(self.env_def).__name__}_{id(self):x}{suffix}"
+        env_def = self.env_def
         return Backend(
-            fn, bound, backend, tag, state_first=True, options=self.env_def.compile_options
+            fn,
+            bound,
+            backend,
+            tag,
+            state_first=True,
+            options=env_def.compile_options,
+            in_place=env_def.state_in_place,
         )
 
     @property
