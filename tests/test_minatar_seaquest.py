@@ -92,14 +92,17 @@ def to_state(envs: list) -> SeaquestState:
     )  # fmt: skip
 
 
-def lists(game: SeaquestState, i: int) -> dict[str, list[list[int]]]:
-    """Env ``i``'s object lists as the reference's (decoded; enemies ordered by age)."""
+def lists(game: SeaquestState, i: int, words: np.ndarray) -> dict[str, list[list[int]]]:
+    """Env ``i``'s object lists as the reference's (decoded; enemies ordered by age).
+
+    ``words`` are the enemy words of every env, (32, N): ``enemy_words(game.en)``.
+    """
     fb = [int(w[i]) for w in game.fb]
     dv = [int(w[i]) for w in game.dv]
     # A list is compacted: no object after a free slot.
     assert fb[0] != 0 or fb[1] == 0
     assert dv[0] != 0 or dv[1] == 0
-    en = [int(w[i]) for w in enemy_words(game.en) if int(w[i]) != DEAD]
+    en = [int(w) for w in words[:, i] if int(w) != DEAD]
     en.sort(key=lambda w: -((w >> AGE_SHIFT) & 127))  # older first
     ages = [(w >> AGE_SHIFT) & 127 for w in en]
     assert len(set(ages)) == len(ages), "live enemies must have distinct ages"
@@ -129,16 +132,18 @@ class StateCheck:
         derived = enemy_boards(game.en)
         for name, want in zip(("fish_lo", "fish_hi", "sub_lo", "sub_hi"), derived, strict=False):
             assert torch.equal(getattr(game, name), want), name
+        words = enemy_words(game.en)
         rows = torch.zeros_like(game.right)
-        for w in enemy_words(game.en):
+        for w in words:
             rows |= torch.where(w != DEAD, 1 << ((w >> 4) & 15), 0)
+        words = torch.stack(words).numpy()
         assert torch.equal(game.right & rows, derived[4])
         g = {k: getattr(game, k).numpy() for k in SCALARS}
         for i, ref in enumerate(refs):
             e = ref.game.env
             for k in SCALARS:
                 assert int(g[k][i]) == int(getattr(e, k)), (i, k)
-            ours = lists(game, i)
+            ours = lists(game, i, words)
             for name, objs in ours.items():
                 assert objs == [[int(v) for v in o] for o in getattr(e, name)], (i, name)
             cells = {(int(d), y, x) for x, y, d in e.e_bullets}
