@@ -136,7 +136,8 @@ SHOT_SHIFT = 12
 AGE_SHIFT = 16
 CELL = 0xFF  # cell key ``X | y << 4``
 TIMER = 7 << TIMER_SHIFT
-FISH = 1 << 23
+FISH_SHIFT = 23
+FISH = 1 << FISH_SHIFT
 #: A free slot in the packed enemy words of :func:`enemy_words` (cell (X, y) = (15, 15)).
 DEAD = CELL | TIMER | FISH
 
@@ -553,25 +554,25 @@ def enemy_planes(words: Sequence[torch.Tensor]) -> Enemies:
     (``X`` = column + 1), the format of :func:`enemy_words`; for states built elsewhere.
     """
     assert len(words) == ENEMY_SLOTS
+    live = [(w != DEAD).to(torch.int64) for w in words]
 
-    def planes(shift: int, bits: int, offset: int = 0, live: bool = False) -> list[torch.Tensor]:
-        acc = [torch.zeros_like(words[0], dtype=torch.int64) for _ in range(bits)]
-        for i, w in enumerate(words):
-            alive = (w != DEAD).to(torch.int64)
-            value = ((w >> shift) & ((1 << bits) - 1)) - offset if not live else alive
+    def planes(shift: int, bits: int, offset: int = 0) -> tuple[torch.Tensor, ...]:
+        acc = [torch.zeros_like(live[0]) for _ in range(bits)]
+        for i, (w, alive) in enumerate(zip(words, live, strict=True)):
+            value = ((w >> shift) & ((1 << bits) - 1)) - offset
             for b in range(bits):
                 acc[b] |= (((value >> b) & 1) * alive) << i
-        return [a.to(I32) for a in acc]  # wraps bit 31 into the sign
+        return tuple(a.to(I32) for a in acc)  # wraps bit 31 into the sign
 
     return Enemies(
-        alive=planes(0, 1, live=True)[0],
-        x=tuple(planes(0, 4)),
-        row=tuple(planes(4, 3, offset=1)),
+        alive=sum(alive << i for i, alive in enumerate(live)).to(I32),
+        x=planes(0, 4),
+        row=planes(4, 3, offset=1),
         moves_right=planes(DIR_SHIFT, 1)[0],
-        fish=planes(23, 1)[0],
-        timer=tuple(planes(TIMER_SHIFT, 3)),
-        shot=tuple(planes(SHOT_SHIFT, 4)),
-        age=tuple(planes(AGE_SHIFT, 7)),
+        fish=planes(FISH_SHIFT, 1)[0],
+        timer=planes(TIMER_SHIFT, 3),
+        shot=planes(SHOT_SHIFT, 4),
+        age=planes(AGE_SHIFT, 7),
     )
 
 
@@ -586,7 +587,7 @@ def enemy_words(en: Enemies) -> tuple[torch.Tensor, ...]:
         word = field(en.x, i) | ((field(en.row, i) + 1) << 4)
         word = word | (field([en.moves_right], i) << DIR_SHIFT)
         word = word | (field(en.timer, i) << TIMER_SHIFT) | (field(en.shot, i) << SHOT_SHIFT)
-        word = word | (field(en.age, i) << AGE_SHIFT) | (field([en.fish], i) << 23)
+        word = word | (field(en.age, i) << AGE_SHIFT) | (field([en.fish], i) << FISH_SHIFT)
         out.append(torch.where(((en.alive >> i) & 1) == 1, word, DEAD))
     return tuple(out)
 
