@@ -124,6 +124,33 @@ def test_compiled_step_writes_the_state_in_place_and_state_is_a_copy():
     torch.testing.assert_close(fused.state, eager.state, rtol=0, atol=1e-12)
 
 
+def test_compile_flat_calls_the_generated_code_directly_with_constants_as_inputs():
+    """On the CPU the flat call skips AOT autograd's wrappers: its constants (a table made
+    while tracing) become inputs, in-place input updates still land, outputs equal eager's."""
+
+    def fn(x: torch.Tensor, acc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        table = torch.tensor([3, 1, 4, 1, 5], dtype=torch.int64)  # a traced constant
+        acc.add_(table[x % 5])
+        return (x * 2 + table.sum(), acc == 0)
+
+    x = torch.arange(7, dtype=torch.int64)
+    acc = torch.zeros(7, dtype=torch.int64)
+    call = fusion.compile_flat(fn, (x, acc.clone()))
+    assert call.flat.__qualname__.startswith("_direct_call")  # not AOT autograd's forward
+    want_acc = acc.clone()
+    for _ in range(3):
+        got, want = call(x, acc), fn(x, want_acc)
+        assert all(map(torch.equal, got, want)) and torch.equal(acc, want_acc)
+    assert acc.tolist() == [9, 3, 12, 3, 15, 9, 3]
+    # and the in-place state call returns one state object, its buffers
+    env = make()
+    env.reset(seed=0)
+    env.step(torch.zeros(N, dtype=torch.int64))
+    first = env._state
+    env.step(torch.ones(N, dtype=torch.int64))
+    assert env._state is first is env._step._fn.state
+
+
 @pytest.mark.parametrize("skip", [1, 4])
 def test_frame_skip_equals_repeated_action_stopping_at_episode_end(skip):
     """frame_skip=k == k single frames with one action, rewards summed, stopping at the first
