@@ -606,10 +606,14 @@ def _row_masks(dirs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def cell_bits(y: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Bitboard words ``(lo, hi)`` (int64) of cells (row y, column x in 0..9), same shapes."""
+    """Bitboard words ``(lo, hi)`` (int64) of cells (row y in 0..9, column x), same shapes.
+
+    A column outside 0..9 gives no cell (zeros).
+    """
     y, x = y.to(torch.int64), x.to(torch.int64)
+    ok = (x >= 0) & (x <= 9)
     lo = y < 5
-    bit = torch.ones_like(y) << (10 * torch.where(lo, y, y - 5) + x)
+    bit = torch.where(ok, 1, 0) << torch.where(ok, 10 * torch.where(lo, y, y - 5) + x, 0)
     return torch.where(lo, bit, 0), torch.where(lo, 0, bit)
 
 
@@ -629,76 +633,67 @@ _SPREAD_MUL = sum(1 << (9 * k) for k in range(5))
 _SPREAD_MASK = sum(1 << (10 * k) for k in range(5))
 
 
-def _spread(board: torch.Tensor, shift: int) -> torch.Tensor:
-    """Five cells ``board >> shift`` (bits 0-4) moved to bits 0, 10, .., 40."""
-    return (((board >> shift) & 31) * _SPREAD_MUL) & _SPREAD_MASK
-
-
-def _half_row_value(x: torch.Tensor, channel: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cell-major half-row words ``(h0, h1)`` with bit ``10 (x % 5) + channel`` of column x.
-
-    Columns outside 0..9 give zeros.
-    """
-    x = x.to(torch.int64)
-    one = torch.ones_like(x)
-    ok = (x >= 0) & (x <= 9)
-    lo = x < 5
-    bit = one << (10 * torch.where(lo, x, x - 5) + channel).clamp(0, 62)
-    return torch.where(ok & lo, bit, 0), torch.where(ok & ~lo, bit, 0)
+def _spread(board: torch.Tensor, shift: int, channel: int) -> torch.Tensor:
+    """Five cells ``board >> shift`` (bits 0-4) moved to bits ``channel + 10 k``, k = 0..4."""
+    return (((board >> shift) & 31) * (_SPREAD_MUL << channel)) & (_SPREAD_MASK << channel)
 
 
 def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
     """(N, 10, 10, 10) bool observation, channels as :data:`CHANNELS`.
 
     The observation of an env is the 1000-bit string ``bit 100 y + 10 x + channel`` (cell
-    major), built as 20 half-row words of 50 bits (five cells) per env, every op a (N,) op:
-    the bitboard channels (fish, subs and their trails, enemy bullets; rows 1-8, the only
-    rows enemies, their shots and divers are ever in) are spread five cells at a time by one
-    multiplication, the sub, friendly bullets and divers are put into the half rows of their
-    row, and row 9 holds the two gauges. The half rows are gathered into 16 64-bit words,
+    major), built as 20 half-row words of 50 bits (five cells) per env, every op a (N,) op.
+    Every channel but the gauges is a bitboard (the sub's front and back, the friendly
+    bullets, the trails of the fish, subs and divers, the enemy bullets, fish, subs and
+    divers; rows 0-8, those of the enemies and divers rows 1-8) spread five cells at a
+    time into the half rows by one multiplication: cheaper than selecting the row of each
+    object. Row 9 holds the two gauges. The half rows are gathered into 16 64-bit words,
     whose nibbles are spread into bytes and stored as int32 words, which are viewed as the
-    bool output (compiled bool/uint8 stores are written byte by byte; an int32 -> bool view
-    is free).
+    bool output (compiled bool/uint8 stores are written byte by byte; an int32 -> bool
+    view is free).
     """
     e_lo, e_hi = s.fish_lo | s.sub_lo, s.fish_hi | s.sub_hi
     right_lo, right_hi = _row_masks(s.right)  # rows whose enemies move right
     t_lo = (((e_lo & right_lo) >> 1) & ~COL9) | (((e_lo & ~right_lo) << 1) & (WORD & ~COL0))
     t_hi = (((e_hi & right_hi) >> 1) & ~COL9) | (((e_hi & ~right_hi) << 1) & (WORD & ~COL0))
-    b_lo, b_hi = s.eb_l_lo | s.eb_r_lo, s.eb_l_hi | s.eb_r_hi
-    # (channel, lo, hi) of the bitboard channels
-    boards = ((3, t_lo, t_hi), (4, b_lo, b_hi), (5, s.fish_lo, s.fish_hi), (6, s.sub_lo, s.sub_hi))
-
-    # Objects as (row, h0, h1, rows they can be in): the sub (front, back), bullets, divers.
-    objects = []
     back = s.sub_x + 1 - 2 * s.sub_or  # wraps modulo 10 (never needed from a reset)
     back = torch.where(back < 0, 9, torch.where(back > 9, 0, back))
-    f0, f1 = _half_row_value(s.sub_x, 0)
-    b0, b1 = _half_row_value(back, 1)
-    objects.append((s.sub_y.to(torch.int64), f0 | b0, f1 | b1, range(9)))
-    for b in s.fb:
-        h0, h1 = _half_row_value((b & 15) - 1, 2)  # a free slot has x = -1: zeros
-        objects.append((((b >> 4) & 15).to(torch.int64), h0, h1, range(9)))
+    bullets = [cell_bits((b >> 4) & 15, (b & 15) - 1) for b in s.fb]  # free: x = -1
+    divers = []
     for d in s.dv:
-        xk = torch.where(d != 0, (d & 15) - 1, -9)  # a free slot: no body, no trail
-        h0, h1 = _half_row_value(xk, 9)
-        t0, t1 = _half_row_value(xk + 1 - 2 * ((d >> DIR_SHIFT) & 1), 3)
-        objects.append((((d >> 4) & 15).to(torch.int64), h0 | t0, h1 | t1, range(1, 9)))
+        x, y = torch.where(d != 0, (d & 15) - 1, -9), (d >> 4) & 15  # free: off the board
+        divers.append(cell_bits(y, x))
+        trail = cell_bits(y, x + 1 - 2 * ((d >> DIR_SHIFT) & 1))
+        t_lo, t_hi = t_lo | trail[0], t_hi | trail[1]
+    # (channel, lo, hi) of the bitboards of row 0, then of rows 1-8
+    top = (
+        (0, *cell_bits(s.sub_y, s.sub_x)),
+        (1, *cell_bits(s.sub_y, back)),
+        (2, bullets[0][0] | bullets[1][0], bullets[0][1] | bullets[1][1]),
+    )
+    boards = (
+        *top,
+        (3, t_lo, t_hi),
+        (4, s.eb_l_lo | s.eb_r_lo, s.eb_l_hi | s.eb_r_hi),
+        (5, s.fish_lo, s.fish_hi),
+        (6, s.sub_lo, s.sub_hi),
+        (9, divers[0][0] | divers[1][0], divers[0][1] | divers[1][1]),
+    )
     oxy = (1 << tenths(s.oxygen).to(torch.int64)) - 1  # columns 0..tenths-1
     dc = s.diver_count.clamp(0, 9).to(torch.int64)
-    divers = ((1 << dc) - 1) << (9 - dc)  # columns 9-dc..8
+    gauge = ((1 << dc) - 1) << (9 - dc)  # columns 9-dc..8
 
     half_rows = []  # 20 (N,) int64: half row k = 2 y + half holds cells 5 half .. 5 half + 4
     for y in range(10):
         for half in range(2):
-            parts = []
             if y == 9:
-                parts += [_spread(oxy, 5 * half) << 7, _spread(divers, 5 * half) << 8]
-            if 1 <= y <= 8:
+                parts = [_spread(oxy, 5 * half, 7), _spread(gauge, 5 * half, 8)]
+            else:
                 shift = 10 * (y % 5) + 5 * half
-                parts += [_spread(hi if y >= 5 else lo, shift) << c for c, lo, hi in boards]
-            for row, h0, h1, rows in objects:
-                if y in rows:
-                    parts.append(torch.where(row == y, h1 if half else h0, 0))
+                parts = [
+                    _spread(hi if y >= 5 else lo, shift, c)
+                    for c, lo, hi in (top if y == 0 else boards)
+                ]
             half_rows.append(_tree(parts, torch.bitwise_or))
     # Half row k sits at bit 50 k of the 1000-bit string: gather it into 64-bit words, then
     # int32 output word j (bytes 4j..4j+3) is nibble j % 16 of 64-bit word j // 16, spread
