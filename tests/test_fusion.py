@@ -136,12 +136,21 @@ def test_compile_flat_calls_the_generated_code_directly_with_constants_as_inputs
     x = torch.arange(7, dtype=torch.int64)
     acc = torch.zeros(7, dtype=torch.int64)
     call = fusion.compile_flat(fn, (x, acc.clone()))
-    assert call.flat.__qualname__.startswith("_direct_call")  # not AOT autograd's forward
+    assert call.flat.__name__ == "direct_call"  # not AOT autograd's forward
     want_acc = acc.clone()
     for _ in range(3):
         got, want = call(x, acc), fn(x, want_acc)
         assert all(map(torch.equal, got, want)) and torch.equal(acc, want_acc)
     assert acc.tolist() == [9, 3, 12, 3, 15, 9, 3]
+    # an input that requires grad keeps AOT autograd's wrappers, still given the constants
+    w = torch.ones(7, dtype=torch.float64, requires_grad=True)
+
+    def scaled(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
+        return (x * w + torch.tensor([0.5, 0.25], dtype=torch.float64).sum(),)
+
+    wrapped = fusion.compile_flat(scaled, (x.double(), w))
+    assert wrapped.flat.__name__ == "with_constants"
+    assert torch.equal(wrapped(x.double(), w)[0], x.double() + 0.75)
     # and the in-place state call returns one state object, its buffers
     env = make()
     env.reset(seed=0)

@@ -198,29 +198,37 @@ def _lift_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
 def _direct_call(
     compiled: Callable[..., Any], inner: dict[str, Any], inputs: list[torch.Tensor], n: int
 ) -> Callable[..., Any]:
-    """``compiled`` without AOT autograd's runtime wrappers, where that is the same call.
+    """A call of the ``n`` leaves: ``compiled`` without AOT autograd's wrappers if possible.
 
-    The wrappers (grad mode, aliasing and version-counter bookkeeping; on GPUs, copies of
-    misaligned inputs) cost ~8 us per call and do nothing for these graphs on the CPU: no
-    input requires grad, input mutations happen inside the generated code. So for CPU
-    inputs inductor's generated module is called directly, if it takes exactly the inputs
-    (the ``n`` leaves, then the lifted constants) and returns the same outputs on copies of
-    the example inputs; otherwise ``compiled`` is kept.
+    ``compiled`` takes the leaves, then the lifted constants (``inputs[n:]``). Its wrappers
+    (grad mode, aliasing and version-counter bookkeeping; on GPUs, copies of misaligned
+    inputs) cost ~8 us per call and do nothing for these graphs on the CPU: no input
+    requires grad, input mutations happen inside the generated code. So for CPU inputs
+    inductor's generated module is called directly, if it takes exactly the inputs and
+    returns the same outputs on copies of the example inputs; otherwise ``compiled`` is.
     """
+    constants = inputs[n:]
+
+    def with_constants(*flat: torch.Tensor) -> Any:
+        return compiled(*flat, *constants)
+
+    def direct_call(*flat: torch.Tensor) -> Any:
+        return direct([*flat, *constants])
+
+    wrapped = with_constants if constants else compiled
     code = inner.get("code")
     if (
         code is None
         or inner.get("arity") != len(inputs)
         or any(t.requires_grad or t.device.type != "cpu" for t in inputs)
     ):
-        return compiled
+        return wrapped
     direct = code.current_callable
     want = compiled(*[t.clone() for t in inputs])
     got = direct([t.clone() for t in inputs])
     if len(want) != len(got) or not all(map(_same_tensor, want, got)):
-        return compiled
-    constants = inputs[n:]
-    return lambda *flat: direct([*flat, *constants])
+        return wrapped
+    return direct_call
 
 
 def _same_tensor(a: Any, b: Any) -> bool:
