@@ -313,7 +313,8 @@ class InPlaceStateCall:
     state leaf and keeps the state's memory warm. The call owns those buffers: the first
     call clones the given state into them, later calls copy only the leaves that are not
     already its buffers (a state fed back from the previous call costs nothing), and the
-    returned state *is* the buffers, overwritten by the next call.
+    returned state *is* the buffers (:attr:`state`, the same object every call),
+    overwritten by the next call.
 
     Raises:
         ValueError: the new state's leaves do not match the state's (shape, dtype, strides).
