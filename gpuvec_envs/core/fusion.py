@@ -18,6 +18,7 @@ call in a CUDA graph with static input buffers, so that one call costs one graph
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -146,7 +147,7 @@ def compile_flat(
         inputs = [*leaves, *constants]
         with (
             torch._inductor.config.patch({**(options or {}), "size_asserts": size_asserts}),
-            torch._functorch.config.patch(enable_autograd_cache=False),
+            _no_autograd_cache(),
         ):
             compiled = compile_fx(graph, inputs, inner_compile=inner_compile)
     compiled = _direct_call(compiled, inner, inputs, len(leaves))
@@ -161,6 +162,15 @@ def compile_flat(
     call.unflatten = unflatten  # type: ignore[attr-defined]
     call.flat = compiled  # type: ignore[attr-defined]
     return call
+
+
+def _no_autograd_cache() -> Any:
+    """Turn AOT autograd's cache off (a hit would skip ``inner_compile``), where it exists."""
+    from torch._functorch import config
+
+    if hasattr(config, "enable_autograd_cache"):
+        return config.patch(enable_autograd_cache=False)
+    return contextlib.nullcontext()
 
 
 def _calls(gm: torch.fx.GraphModule, kind: type) -> bool:
@@ -223,7 +233,9 @@ def _direct_call(
         or any(t.requires_grad or t.device.type != "cpu" for t in inputs)
     ):
         return wrapped
-    direct = code.current_callable
+    direct = getattr(code, "current_callable", None)
+    if direct is None:
+        return wrapped
     want = compiled(*[t.clone() for t in inputs])
     got = direct([t.clone() for t in inputs])
     if len(want) != len(got) or not all(map(_same_tensor, want, got)):
