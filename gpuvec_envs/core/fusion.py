@@ -142,8 +142,8 @@ def compile_flat(
         # Constants become inputs, so that AOT autograd adds none and the generated code
         # can be called directly (:func:`_direct_call`); not around higher-order ops
         # (inductor's C++ ``scan`` then crashes at run time).
-        hop = torch._ops.HigherOrderOperator
-        constants = [] if _calls(graph, hop) else _lift_constants(graph)
+        loops = any(isinstance(n.target, torch._ops.HigherOrderOperator) for n in graph.graph.nodes)
+        constants = [] if loops else _lift_constants(graph)
         inputs = [*leaves, *constants]
         with (
             torch._inductor.config.patch({**(options or {}), "size_asserts": size_asserts}),
@@ -171,11 +171,6 @@ def _no_autograd_cache() -> Any:
     if hasattr(config, "enable_autograd_cache"):
         return config.patch(enable_autograd_cache=False)
     return contextlib.nullcontext()
-
-
-def _calls(gm: torch.fx.GraphModule, kind: type) -> bool:
-    """Whether the graph calls an operator of type ``kind``."""
-    return any(isinstance(n.target, kind) for n in gm.graph.nodes)
 
 
 def _lift_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
@@ -225,21 +220,20 @@ def _direct_call(
     def direct_call(*flat: torch.Tensor) -> Any:
         return direct([*flat, *constants])
 
-    wrapped = with_constants if constants else compiled
     code = inner.get("code")
     if (
         code is None
         or inner.get("arity") != len(inputs)
         or any(t.requires_grad or t.device.type != "cpu" for t in inputs)
     ):
-        return wrapped
+        return with_constants
     direct = getattr(code, "current_callable", None)
     if direct is None:
-        return wrapped
+        return with_constants
     want = compiled(*[t.clone() for t in inputs])
     got = direct([t.clone() for t in inputs])
     if len(want) != len(got) or not all(map(_same_tensor, want, got)):
-        return wrapped
+        return with_constants
     return direct_call
 
 
