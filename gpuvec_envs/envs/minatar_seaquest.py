@@ -706,9 +706,12 @@ def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
             if -50 < d < 64:
                 parts.append(half_rows[k] << d if d >= 0 else half_rows[k] >> -d)
         flat.append(_tree(parts, torch.bitwise_or))
-    flat = torch.stack(flat)  # (16, N) int64
-    lo32 = (flat & 0xFFFFFFFF).to(I32).t()  # (N, 16): bits 64 m .. 64 m + 31
-    hi32 = (flat >> 32).to(I32).t()  # bits 64 m + 32 .. 64 m + 63
+    # Env-major (N, 16), not (16, N): the byte-spread loop reads an env's 16 words, and
+    # rows 8 N bytes apart (a multiple of 4 KiB for N = 512 k) share one L1 cache set, so
+    # the 16 rows evicted each other there (the batch loop's strided stores cost less).
+    flat = torch.stack(flat, dim=1)
+    lo32 = (flat & 0xFFFFFFFF).to(I32)  # (N, 16): bits 64 m .. 64 m + 31
+    hi32 = (flat >> 32).to(I32)  # bits 64 m + 32 .. 64 m + 63
     # Per lane (nibble) q of a 64-bit word: its int32 half (low for q < 8, selected by a
     # compare, which compiles to fewer instructions than masking) and the shift in it.
     dev = s.sub_x.device
