@@ -7,8 +7,11 @@ gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv``, gymnasium's own numpy vect
 the reference has one (``vectorization_mode="vector_entry_point"``), and EnvPool with 2
 threads when it is installed and has the task. Setup time (construction, compilation,
 first step) is reported on its own and never mixed into steps/s; steps/s is the median over
-repeats. Peers are slow, so their sweep is capped (``--peer-max-envs``, ``--async-max-envs``)
-and the ratio table compares against each peer's best configuration.
+repeats. All configurations of one env (gpuvec's and the peers') are set up first and then
+timed in turn, one block each per repeat, so that a ratio compares blocks run seconds apart
+under the same machine conditions. Peers are slow, so their sweep is capped
+(``--peer-max-envs``, ``--async-max-envs``) and the ratio table compares against each peer's
+best configuration.
 
 Usage::
 
@@ -59,47 +62,59 @@ class Result:
 
 
 # -- timing ------------------------------------------------------------------------------
-def time_steps(
-    step: Callable[[int], Any],
-    num_envs: int,
-    *,
-    min_time: float,
-    repeats: int,
-    sync: Callable[[], None] = lambda: None,
-) -> tuple[float, float, list[float]]:
-    """Median steps/s and call time of ``step(i)`` over ``repeats`` timed blocks.
+@dataclasses.dataclass
+class Opened:
+    """A configuration set up for timing: ``step(i)`` runs call ``i``.
 
-    Each block runs enough calls for about ``min_time / repeats`` seconds (calibrated on a
-    short run first). Garbage is collected first, so that a full collection owed by the
-    setup (compiling leaves ~0.5M tracked objects: ~0.3 s) does not land in a timed block;
-    the collector stays on, so a peer's own garbage is still paid for.
+    :func:`time_interleaved` sets ``result``'s ``steps_per_s``, ``call_us`` and ``repeats``.
+    """
 
-    Returns:
-        ``(steps_per_s, call_us, per_repeat_steps_per_s)``.
+    result: Result
+    step: Callable[[int], Any]
+    close: Callable[[], None]
+    sync: Callable[[], None] = lambda: None
+
+
+def time_interleaved(opened: Sequence[Opened], *, min_time: float, repeats: int) -> None:
+    """Time every configuration of ``opened``: ``repeats`` rounds of one block each.
+
+    A block runs enough calls for about ``min_time / repeats`` seconds (calibrated on a
+    short run of each configuration first). Taking the blocks in turn keeps the
+    configurations compared in one report seconds apart: on a shared machine whose speed
+    drifts, timing one configuration after another would compare different conditions.
+    Garbage is collected first, so that a full collection owed by the setup (compiling
+    leaves ~0.5M tracked objects: ~0.3 s) does not land in a timed block; the collector
+    stays on, so a peer's own garbage is still paid for. Sets each result's median steps/s
+    and call time and its per-block steps/s.
     """
     gc.collect()
-    sync()
-    t0 = time.perf_counter()
-    calls = 0
-    while calls < 3 or time.perf_counter() - t0 < 0.02:
-        step(calls)
-        calls += 1
-    sync()
-    per_call = (time.perf_counter() - t0) / calls
-    k = max(1, int(min_time / max(repeats, 1) / max(per_call, 1e-9)))
-    rates, call_times = [], []
-    i = 0
-    for _ in range(repeats):
-        sync()
+    calls, counts = [], []
+    for o in opened:
+        o.sync()
         t0 = time.perf_counter()
-        for _ in range(k):
-            step(i)
-            i += 1
-        sync()
-        dt = (time.perf_counter() - t0) / k
-        call_times.append(dt)
-        rates.append(num_envs / dt)
-    return statistics.median(rates), statistics.median(call_times) * 1e6, rates
+        n = 0
+        while n < 3 or time.perf_counter() - t0 < 0.02:
+            o.step(n)
+            n += 1
+        o.sync()
+        per_call = (time.perf_counter() - t0) / n
+        calls.append(max(1, int(min_time / max(repeats, 1) / max(per_call, 1e-9))))
+        counts.append(n)
+    times: list[list[float]] = [[] for _ in opened]
+    for _ in range(repeats):
+        for j, o in enumerate(opened):
+            o.sync()
+            t0 = time.perf_counter()
+            for i in range(counts[j], counts[j] + calls[j]):
+                o.step(i)
+            o.sync()
+            times[j].append((time.perf_counter() - t0) / calls[j])
+            counts[j] += calls[j]
+    for o, dts in zip(opened, times, strict=True):
+        r = o.result
+        r.repeats = [r.num_envs / dt for dt in dts]
+        r.steps_per_s = statistics.median(r.repeats)
+        r.call_us = statistics.median(dts) * 1e6
 
 
 def _torch_actions(space: gym.Space, n: int, device: torch.device, gen: torch.Generator) -> list:
@@ -122,17 +137,10 @@ def _numpy_actions(space: gym.Space, seed: int) -> list:
 
 
 # -- implementations ---------------------------------------------------------------------
-def bench_gpuvec(
-    env_id: str,
-    num_envs: int,
-    backend: str,
-    *,
-    device: str = "cpu",
-    frame_skip: int = 1,
-    min_time: float = 1.0,
-    repeats: int = 5,
-) -> Result:
-    """Steps/s of ``gymnasium.make_vec(env_id)`` on the gpuvec engine (no validation)."""
+def open_gpuvec(
+    env_id: str, num_envs: int, backend: str, *, device: str = "cpu", frame_skip: int = 1
+) -> Opened:
+    """``gymnasium.make_vec(env_id)`` on the gpuvec engine (no validation), set up to time."""
     dev = torch.device(device)
     t0 = time.perf_counter()
     env = gym.make_vec(
@@ -151,18 +159,35 @@ def bench_gpuvec(
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     sync()
     setup = time.perf_counter() - t0
-    rate, call_us, reps = time_steps(
-        lambda i: env.step(actions[i % _POOL]),
-        num_envs,
-        min_time=min_time,
-        repeats=repeats,
-        sync=sync,
-    )
     kind = getattr(env.unwrapped._step, "kind", backend)
-    env.close()
-    return Result(
-        env_id, f"gpuvec-{backend}", num_envs, rate, call_us, setup, reps, frame_skip, kind
+    result = Result(env_id, f"gpuvec-{backend}", num_envs, 0.0, 0.0, setup, [], frame_skip, kind)
+    return Opened(result, lambda i: env.step(actions[i % _POOL]), env.close, sync)
+
+
+def bench_gpuvec(
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    *,
+    device: str = "cpu",
+    frame_skip: int = 1,
+    min_time: float = 1.0,
+    repeats: int = 5,
+) -> Result:
+    """Steps/s of ``gymnasium.make_vec(env_id)`` on the gpuvec engine (no validation)."""
+    return _time_alone(
+        open_gpuvec(env_id, num_envs, backend, device=device, frame_skip=frame_skip),
+        min_time,
+        repeats,
     )
+
+
+def _time_alone(opened: Opened, min_time: float, repeats: int) -> Result:
+    try:
+        time_interleaved([opened], min_time=min_time, repeats=repeats)
+    finally:
+        opened.close()
+    return opened.result
 
 
 def _make_reference(reference: str) -> Callable[[], gym.Env]:
@@ -173,10 +198,8 @@ def _make_reference(reference: str) -> Callable[[], gym.Env]:
     return lambda: gym.make(reference)
 
 
-def bench_peer(
-    env_id: str, peer: str, num_envs: int, *, min_time: float = 1.0, repeats: int = 5
-) -> Result | None:
-    """Steps/s of one peer of ``env_id``'s reference, or ``None`` if it does not exist."""
+def open_peer(env_id: str, peer: str, num_envs: int) -> Opened | None:
+    """One peer of ``env_id``'s reference set up to time, or ``None`` if it does not exist."""
     reference = entry(env_id).reference
     if reference is None:
         return None
@@ -211,19 +234,26 @@ def bench_peer(
         else:
             actions = _numpy_actions(env.action_space, 0)
         env.step(actions[0])
-        setup = time.perf_counter() - t0
-        rate, call_us, reps = time_steps(
-            lambda i: env.step(actions[i % _POOL]), num_envs, min_time=min_time, repeats=repeats
-        )
-    finally:
+    except BaseException:
         env.close()
+        raise
     names = {
         "sync": "gym-sync",
         "async": "gym-async",
         "numpy": "gym-numpy",
         "envpool": "envpool-2t",
     }
-    return Result(env_id, names[peer], num_envs, rate, call_us, setup, reps)
+    setup = time.perf_counter() - t0
+    result = Result(env_id, names[peer], num_envs, 0.0, 0.0, setup, [])
+    return Opened(result, lambda i: env.step(actions[i % _POOL]), env.close)
+
+
+def bench_peer(
+    env_id: str, peer: str, num_envs: int, *, min_time: float = 1.0, repeats: int = 5
+) -> Result | None:
+    """Steps/s of one peer of ``env_id``'s reference, or ``None`` if it does not exist."""
+    opened = open_peer(env_id, peer, num_envs)
+    return None if opened is None else _time_alone(opened, min_time, repeats)
 
 
 # -- sweep, table, plot ------------------------------------------------------------------
@@ -254,7 +284,11 @@ def plan(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
 
 
 def run_sweep(args: argparse.Namespace) -> list[Result]:
-    """Measure every job of :func:`plan` (with a progress bar when tqdm is installed)."""
+    """Measure every job of :func:`plan`, an env at a time (:func:`time_interleaved`).
+
+    A configuration that fails to set up is reported on stderr and skipped. Shows a progress
+    bar when tqdm is installed.
+    """
     jobs = plan(args)
     bar = None
     if not args.no_progress:
@@ -265,25 +299,38 @@ def run_sweep(args: argparse.Namespace) -> list[Result]:
         except ImportError:
             bar = None
     results: list[Result] = []
-    for kind, kw in jobs:
-        if bar is not None:
-            bar.set_postfix_str(
-                f"{kw['env_id']} {kw.get('backend', kw.get('peer'))} N={kw['num_envs']}"
-            )
+    for env_id in dict.fromkeys(kw["env_id"] for _, kw in jobs):
+        opened: list[Opened] = []
         try:
-            if kind == "gpuvec":
-                r = bench_gpuvec(
-                    device=args.device, min_time=args.min_time, repeats=args.repeats, **kw
-                )
-            else:
-                r = bench_peer(min_time=args.min_time, repeats=args.repeats, **kw)
-        except Exception as exc:  # noqa: BLE001 - a failing peer must not stop the sweep
-            print(f"skipped {kind} {kw}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            r = None
-        if r is not None:
-            results.append(r)
-        if bar is not None:
-            bar.update(1)
+            for kind, kw in jobs:
+                if kw["env_id"] != env_id:
+                    continue
+                if bar is not None:
+                    bar.set_postfix_str(
+                        f"{env_id} {kw.get('backend', kw.get('peer'))} N={kw['num_envs']}"
+                    )
+                try:
+                    o = (
+                        open_gpuvec(device=args.device, **kw)
+                        if kind == "gpuvec"
+                        else open_peer(**kw)
+                    )
+                except Exception as exc:  # noqa: BLE001 - a failing peer must not stop the sweep
+                    print(f"skipped {kind} {kw}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    o = None
+                if o is not None:
+                    opened.append(o)
+                if bar is not None:
+                    bar.update(1)
+            if bar is not None:
+                bar.set_postfix_str(f"{env_id}: timing {len(opened)} configurations")
+            time_interleaved(opened, min_time=args.min_time, repeats=args.repeats)
+            results += [o.result for o in opened]
+        except Exception as exc:  # noqa: BLE001 - one env's failure must not stop the sweep
+            print(f"skipped timing {env_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            for o in opened:
+                o.close()
     if bar is not None:
         bar.close()
     return results
