@@ -66,6 +66,25 @@ def test_bench_cli_tiny_sweep_writes_json_and_png(tmp_path, capsys):
     assert "vs gym-numpy same N" in printed
 
 
+def test_time_interleaved_takes_one_block_of_each_configuration_per_repeat():
+    log = []
+
+    def opened(name, num_envs):
+        result = bench.Result("gpuvec/CartPole-v1", name, num_envs, 0.0, 0.0, 0.0, [])
+        return bench.Opened(result, lambda i: log.append((name, i)), lambda: None)
+
+    a, b = opened("a", 4), opened("b", 8)
+    bench.time_interleaved([a, b], min_time=0.003, repeats=3)
+    blocks = [name for k, (name, _) in enumerate(log) if k == 0 or log[k - 1][0] != name]
+    assert blocks == ["a", "b"] + ["a", "b"] * 3  # calibration, then the repeats in turn
+    for o in (a, b):
+        calls = [i for name, i in log if name == o.result.impl]
+        assert calls == list(range(len(calls)))  # call indices run on across the blocks
+        r = o.result
+        assert len(r.repeats) == 3 and r.steps_per_s == sorted(r.repeats)[1]
+        assert r.call_us == pytest.approx(r.num_envs / r.steps_per_s * 1e6)
+
+
 def test_peer_caps_in_plan():
     args = bench.build_parser().parse_args(
         ["--num-envs", "1,64,4096", "--peer-max-envs", "64", "--async-max-envs", "2"]
