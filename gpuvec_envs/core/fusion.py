@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from gpuvec_envs.core.cpp_schedule import scheduled_cpp_kernels
+
 #: Number of graphs compiled by :func:`compile_flat` in this process (for tests and stats).
 compiled_graphs = 0
 
@@ -100,7 +102,8 @@ def compile_flat(
     strides (~0.5 us per input): for callers that guarantee them, like the env shell.
     ``options`` are inductor config values set while compiling (as ``torch.compile``'s).
     On the CPU the call goes straight to inductor's generated code (:func:`_direct_call`),
-    without AOT autograd's per-call wrappers (~8 us).
+    without AOT autograd's per-call wrappers (~8 us), and the C++ kernels' loads and stores
+    are moved next to their uses (:mod:`gpuvec_envs.core.cpp_schedule`).
 
     Raises:
         Exception: whatever tracing or inductor raise; callers fall back to other backends.
@@ -148,6 +151,7 @@ def compile_flat(
         with (
             torch._inductor.config.patch({**(options or {}), "size_asserts": size_asserts}),
             _no_autograd_cache(),
+            scheduled_cpp_kernels(),
         ):
             compiled = compile_fx(graph, inputs, inner_compile=inner_compile)
     compiled = _direct_call(compiled, inner, inputs, len(leaves))
