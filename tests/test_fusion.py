@@ -205,3 +205,54 @@ def test_frame_skip_equals_repeated_action_stopping_at_episode_end(skip):
         assert (rew[pending] == 0).all()
     if skip > 1:
         assert ends_inside > 10
+
+
+# The form of inductor's generated CPU wrapper, with a Python stand-in for the C++ kernel.
+def cpp_fused_demo(x: torch.Tensor, scratch: torch.Tensor, out: torch.Tensor) -> None:
+    scratch.copy_(x * 2)
+    out.copy_(scratch + 1)
+
+
+def demo_call(args):  # noqa: ANN001, ANN201 - generated-code style
+    (arg0_1,) = args
+    args.clear()
+    buf0 = empty_strided_cpu((2, 4), (4, 1), torch.int64)
+    buf1 = reinterpret_tensor(buf0, (4,), (1,), 4)  # alias
+    buf2 = empty_strided_cpu((4,), (1,), torch.int64)
+    # Topologically Sorted Source Nodes: [demo]
+    cpp_fused_demo(arg0_1, buf1, buf2)
+    del arg0_1
+    del buf0
+    buf3 = torch.ops.aten.view.dtype(buf2, torch.int32)
+    buf4 = buf3
+    assert_alignment(buf4, 16, "torch.ops.aten.view.dtype")
+    return (buf2, reinterpret_tensor(buf4, (4, 2), (2, 1), 0))
+
+
+def demo_call_unknown(args):  # noqa: ANN001, ANN201
+    (arg0_1,) = args
+    buf2 = empty_strided_cpu((4,), (1,), torch.int64)
+    cpp_fused_demo(arg0_1, buf2, buf2)
+    buf2.add_(1)
+    return (buf2,)
+
+
+empty_strided_cpu = torch._C._dynamo.guards._empty_strided_cpu
+assert_alignment = torch._C._dynamo.guards.assert_alignment
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+
+
+def test_lean_wrapper_keeps_scratch_and_allocates_fresh_outputs():
+    """The lean call allocates the scratch buffer and its view once, the outputs on every
+    call (an output kept by the caller is never overwritten); a wrapper with a statement of
+    another form gets no lean call."""
+    lean = fusion._lean_wrapper(demo_call)
+    assert lean is not None
+    assert "buf1" in lean.__code__.co_freevars  # the scratch view, kept from call to call
+    assert "buf2" in lean.__code__.co_varnames  # the output, allocated in the call
+    first, first_words = lean([torch.arange(4)])
+    second = lean([torch.arange(4) + 10])[0]
+    assert first.tolist() == [1, 3, 5, 7] and second.tolist() == [21, 23, 25, 27]
+    assert torch.equal(first_words, first.view(torch.int32).view(4, 2))  # a dtype view
+    assert "buf2.view(torch.int32)" in lean.source
+    assert fusion._lean_wrapper(demo_call_unknown) is None

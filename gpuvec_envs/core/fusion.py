@@ -19,6 +19,7 @@ call in a CUDA graph with static input buffers, so that one call costs one graph
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -213,8 +214,9 @@ def _direct_call(
     (grad mode, aliasing and version-counter bookkeeping; on GPUs, copies of misaligned
     inputs) cost ~8 us per call and do nothing for these graphs on the CPU: no input
     requires grad, input mutations happen inside the generated code. So for CPU inputs
-    inductor's generated module is called directly, if it takes exactly the inputs and
-    returns the same outputs on copies of the example inputs; otherwise ``compiled`` is.
+    inductor's generated module is called directly (its lean form, :func:`_lean_wrapper`,
+    where that applies), if it takes exactly the inputs and returns the same outputs on
+    copies of the example inputs; otherwise ``compiled`` is.
     """
     constants = inputs[n:]
 
@@ -231,14 +233,93 @@ def _direct_call(
         or any(t.requires_grad or t.device.type != "cpu" for t in inputs)
     ):
         return with_constants
-    direct = getattr(code, "current_callable", None)
-    if direct is None:
+    generated = getattr(code, "current_callable", None)
+    if generated is None:
         return with_constants
     want = compiled(*[t.clone() for t in inputs])
-    got = direct([t.clone() for t in inputs])
-    if len(want) != len(got) or not all(map(_same_tensor, want, got)):
-        return with_constants
-    return direct_call
+    for direct in (_lean_wrapper(generated), generated):
+        if direct is None:
+            continue
+        got = direct([t.clone() for t in inputs])
+        if len(want) == len(got) and all(map(_same_tensor, want, got)):
+            return direct_call
+    return with_constants
+
+
+_NAME = r"[A-Za-z_]\w*"
+# The statements of inductor's generated CPU ``call`` that :func:`_lean_wrapper` knows.
+_ALLOC = re.compile(rf"({_NAME}) = empty_strided_cpu\(.*\)$")
+_VIEW = re.compile(rf"({_NAME}) = reinterpret_tensor\(({_NAME}), .*\)(  # alias)?$")
+_DTYPE_VIEW = re.compile(rf"({_NAME}) = torch\.ops\.aten\.view\.dtype\(({_NAME}), torch\.\w+\)$")
+_ALIAS = re.compile(rf"({_NAME}) = ({_NAME})$")
+_KERNEL = re.compile(rf"cpp_fused_\w*\(({_NAME}(?:, {_NAME})*)\)$")
+_SIZES = re.compile(rf"{_NAME} = {_NAME}(\.size\(\)|\[\d+\])$")  # an input's size, read
+_SKIP = re.compile(r"(#.*|del .*|args\.clear\(\)|assert_(size_stride|alignment)\(.*\))?$")
+
+
+def _lean_wrapper(call: Callable[..., Any]) -> Callable[..., Any] | None:
+    """Inductor's generated CPU ``call(args)`` without its per-call scratch work, or None.
+
+    The generated wrapper allocates every buffer, and every view of a buffer, on each call,
+    deletes each input and buffer by name and checks alignments. For Seaquest's step that is
+    ~10 us per call (the 16 views of one scratch buffer alone take 8.6 us): at N=16,
+    ``env.step`` takes 18 instead of 27 us, at N=4096 ~5 % less. The lean call keeps the
+    buffers that do not reach the outputs (scratch) and their views from one call to the
+    next, allocates only the outputs' buffers, and runs the kernels as they are. Built only
+    if every statement of the wrapper is one of the forms it knows (allocations, views,
+    aliases, dtype views, size reads, C++ kernel calls, ``del``, asserts, ``return``);
+    otherwise None. The returned call owns the scratch: calls must not overlap (the env
+    shell steps sequentially).
+    """
+    import inspect
+    import textwrap
+
+    try:
+        lines = textwrap.dedent(inspect.getsource(call)).split("\n")
+    except (OSError, TypeError):
+        return None
+    body = [line.strip() for line in lines[1:]]
+    if not body or not body[0].endswith("= args"):
+        return None
+    setup, per_call, ret = [], [], None
+    base: dict[str, str] = {}  # buffer or view -> the allocation it lives in
+    for line in body[1:]:
+        if _SKIP.match(line):
+            continue
+        if line.startswith("return ("):
+            ret = line
+            break
+        m = _ALLOC.match(line)
+        if m:
+            base[m.group(1)] = m.group(1)
+        elif m := (_VIEW.match(line) or _DTYPE_VIEW.match(line) or _ALIAS.match(line)):
+            if m.group(2) not in base:
+                return None
+            base[m.group(1)] = base[m.group(2)]
+        elif not (_KERNEL.match(line) or _SIZES.match(line)):
+            return None
+        per_call.append((m.group(1) if m else None, line))
+    if ret is None or any(b for b in re.findall(_NAME, ret) if b.startswith("arg")):
+        return None  # an input returned as it is: keep inductor's call
+    outputs = {base[n] for n in re.findall(_NAME, ret) if n in base}
+    kept = []
+    for name, line in per_call:
+        if name is not None and base[name] not in outputs and "view.dtype" not in line:
+            setup.append(line)
+        elif m := _DTYPE_VIEW.match(line):  # the method: 0.6 instead of 2 us
+            kept.append(f"{m.group(1)} = {m.group(2)}.view({line.rsplit(', ', 1)[1][:-1]})")
+        else:
+            kept.append(line)
+    source = "def make():\n"
+    source += "".join(f"    {line}\n" for line in setup)
+    source += f"    def call(args):\n        {body[0]}\n"
+    source += "".join(f"        {line}\n" for line in kept)
+    source += f"        {ret}\n    return call\n"
+    namespace = dict(getattr(call, "__func__", call).__globals__)
+    exec(source, namespace)  # noqa: S102
+    lean = namespace["make"]()
+    lean.source = source  # for inspection
+    return lean
 
 
 def _same_tensor(a: Any, b: Any) -> bool:
