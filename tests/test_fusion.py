@@ -229,6 +229,17 @@ def demo_call(args):  # noqa: ANN001, ANN201 - generated-code style
     return (buf2, reinterpret_tensor(buf4, (4, 2), (2, 1), 0))
 
 
+def demo_call_sized(args):  # noqa: ANN001, ANN201 - scratch sized by an input
+    (arg0_1,) = args
+    arg0_1_size = arg0_1.size()
+    s0 = arg0_1_size[0]
+    buf0 = empty_strided_cpu((2 * s0,), (1,), torch.int64)
+    buf1 = reinterpret_tensor(buf0, (s0,), (1,), s0)  # alias
+    buf2 = empty_strided_cpu((s0,), (1,), torch.int64)
+    cpp_fused_demo(arg0_1, buf1, buf2)
+    return (buf2,)
+
+
 def demo_call_unknown(args):  # noqa: ANN001, ANN201
     (arg0_1,) = args
     buf2 = empty_strided_cpu((4,), (1,), torch.int64)
@@ -256,3 +267,7 @@ def test_lean_wrapper_keeps_scratch_and_allocates_fresh_outputs():
     assert torch.equal(first_words, first.view(torch.int32).view(4, 2))  # a dtype view
     assert "buf2.view(torch.int32)" in lean.source
     assert fusion._lean_wrapper(demo_call_unknown) is None
+    # scratch whose size is read from an input is allocated per call
+    sized = fusion._lean_wrapper(demo_call_sized)
+    assert "buf1" in sized.__code__.co_varnames
+    assert sized([torch.arange(3)])[0].tolist() == [1, 3, 5]

@@ -72,8 +72,8 @@ def _schedule(stmts: list[list[str]]) -> list[list[str]]:
         names.append(m.group(1) if m else None)
         if m:
             defs[m.group(1)] = k
-            kind.append("load" if _PTR.search(text) else "compute")
             ptrs.append(set(_PTR.findall(text)))
+            kind.append("pinned" if _WRITE.search(text) else "load" if ptrs[-1] else "compute")
             continue
         # A store, or a lambda storing through one buffer (a strided store); anything else
         # stays where it is, and so do the loads of the buffers it touches.
