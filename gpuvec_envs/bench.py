@@ -175,14 +175,7 @@ def bench_gpuvec(
     repeats: int = 5,
 ) -> Result:
     """Steps/s of ``gymnasium.make_vec(env_id)`` on the gpuvec engine (no validation)."""
-    return _time_alone(
-        open_gpuvec(env_id, num_envs, backend, device=device, frame_skip=frame_skip),
-        min_time,
-        repeats,
-    )
-
-
-def _time_alone(opened: Opened, min_time: float, repeats: int) -> Result:
+    opened = open_gpuvec(env_id, num_envs, backend, device=device, frame_skip=frame_skip)
     try:
         time_interleaved([opened], min_time=min_time, repeats=repeats)
     finally:
@@ -246,14 +239,6 @@ def open_peer(env_id: str, peer: str, num_envs: int) -> Opened | None:
     setup = time.perf_counter() - t0
     result = Result(env_id, names[peer], num_envs, 0.0, 0.0, setup, [])
     return Opened(result, lambda i: env.step(actions[i % _POOL]), env.close)
-
-
-def bench_peer(
-    env_id: str, peer: str, num_envs: int, *, min_time: float = 1.0, repeats: int = 5
-) -> Result | None:
-    """Steps/s of one peer of ``env_id``'s reference, or ``None`` if it does not exist."""
-    opened = open_peer(env_id, peer, num_envs)
-    return None if opened is None else _time_alone(opened, min_time, repeats)
 
 
 # -- sweep, table, plot ------------------------------------------------------------------

@@ -310,7 +310,7 @@ def _make_lean(call: Callable[..., Any]) -> Callable[..., Any] | None:
     kept = []
     per_call_names = set(re.findall(_NAME, body[0]))  # the inputs, then what each call sets
     for name, line in per_call:
-        scratch = name is not None and base[name] not in outputs and "view.dtype" not in line
+        scratch = name is not None and base[name] not in outputs
         if scratch and not set(re.findall(_NAME, line.split(" = ", 1)[1])) & per_call_names:
             setup.append(line)
             continue
