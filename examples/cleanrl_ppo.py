@@ -40,7 +40,7 @@ from torch.distributions.categorical import Categorical
 
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
 from gpuvec_envs.adapters.cleanrl import RecordEpisodeStatistics, episode_stats, to_torch
-from gpuvec_envs.core.fusion import compile_flat
+from gpuvec_envs.compiler import compile_flat
 from gpuvec_envs.rollout import RolloutCollector, rollout_episode_stats
 
 

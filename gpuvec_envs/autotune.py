@@ -2,11 +2,15 @@
 
 :func:`autotune` runs a short sweep of batch sizes and backends for one env ID, skips
 configurations whose estimated memory exceeds the budget, and returns the one with the most
-env-steps/s. Also available as ``gpuvec-bench --autotune``.
+env-steps/s. Also available as ``gpuvec-bench --autotune``. It times steps itself
+(:func:`measure`), so that importing it does not import the benchmark CLI.
 """
 
 from __future__ import annotations
 
+import gc
+import statistics
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +40,77 @@ def bytes_per_env(env_id: str, device: str | torch.device = "cpu", **kwargs: Any
     out_bytes = obs.numel() * obs.element_size() + n * (obs.element_size() + 2)
     env.close()
     return int(3 * (state_bytes + out_bytes) / n) + 1
+
+
+def _actions(space: gym.Space, n: int, device: torch.device, count: int) -> list[torch.Tensor]:
+    """``count`` batches of ``n`` random valid actions for ``space`` (seeded)."""
+    gen = torch.Generator().manual_seed(0)
+    if isinstance(space, gym.spaces.Discrete):
+        draw = [torch.randint(int(space.n), (n,), generator=gen) + int(space.start)]
+        draw += [torch.randint(int(space.n), (n,), generator=gen) + int(space.start)]
+        return [draw[i % 2].to(device) for i in range(count)]
+    low = torch.as_tensor(space.low, dtype=torch.float64)
+    high = torch.as_tensor(space.high, dtype=torch.float64)
+    dtype = torch.float64 if space.dtype == "float64" else torch.float32
+    return [
+        (low + (high - low) * torch.rand((n, *space.shape), generator=gen, dtype=torch.float64))
+        .to(dtype)
+        .to(device)
+        for _ in range(count)
+    ]
+
+
+def measure(
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    *,
+    device: str | torch.device = "cpu",
+    frame_skip: int = 1,
+    min_time: float = 0.5,
+    repeats: int = 3,
+) -> dict[str, float]:
+    """Steps/s of one configuration (no validation): ``{"steps_per_s", "call_us", "setup_s"}``.
+
+    ``setup_s`` is construction, compilation and the first step; then ``repeats`` blocks of
+    about ``min_time / repeats`` seconds each are timed and the median block counts.
+    """
+    dev = torch.device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    t0 = time.perf_counter()
+    env = gym.make_vec(
+        env_id,
+        num_envs=num_envs,
+        device=dev,
+        backend=backend,
+        validate=False,
+        frame_skip=frame_skip,
+    )
+    try:
+        env.reset(seed=0)
+        actions = _actions(env.single_action_space, num_envs, dev, 8)
+        env.step(actions[0])
+        sync()
+        setup = time.perf_counter() - t0
+        gc.collect()
+        t0, n = time.perf_counter(), 0
+        while n < 3 or time.perf_counter() - t0 < 0.02:
+            env.step(actions[n % 8])
+            n += 1
+        sync()
+        per_call = (time.perf_counter() - t0) / n
+        calls = max(1, int(min_time / max(repeats, 1) / max(per_call, 1e-9)))
+        dts = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for i in range(calls):
+                env.step(actions[i % 8])
+            sync()
+            dts.append((time.perf_counter() - t0) / calls)
+    finally:
+        env.close()
+    dt = statistics.median(dts)
+    return {"steps_per_s": num_envs / dt, "call_us": dt * 1e6, "setup_s": setup}
 
 
 def free_memory(device: str | torch.device) -> int:
@@ -84,8 +159,6 @@ def autotune(
     Raises:
         ValueError: if no configuration fits the budget.
     """
-    from gpuvec_envs.bench import bench_gpuvec
-
     eid = entry(env_id).id
     dev = torch.device(device)
     budget = float(memory_budget) if memory_budget is not None else free_memory(dev) / 4
@@ -98,16 +171,17 @@ def autotune(
                 row["skipped"] = f"needs ~{n * per_env} bytes > budget {int(budget)}"
                 results.append(row)
                 continue
-            r = bench_gpuvec(
-                eid,
-                n,
-                backend,
-                device=str(dev),
-                min_time=min_time,
-                repeats=repeats,
-                frame_skip=kwargs.get("frame_skip", 1),
+            row.update(
+                measure(
+                    eid,
+                    n,
+                    backend,
+                    device=dev,
+                    min_time=min_time,
+                    repeats=repeats,
+                    frame_skip=kwargs.get("frame_skip", 1),
+                )
             )
-            row.update(steps_per_s=r.steps_per_s, call_us=r.call_us, setup_s=r.setup_s)
             results.append(row)
     measured = [r for r in results if "steps_per_s" in r]
     if not measured:

@@ -21,8 +21,9 @@ from typing import Any, NamedTuple
 
 import torch
 
-from gpuvec_envs.core import fusion
-from gpuvec_envs.core.vector import GpuVecEnv, ShellState, fresh_function, pure_step
+from gpuvec_envs import compiler
+from gpuvec_envs.compiler.strategies import fresh_function
+from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
 
 #: Inductor options of the scan rollout. The C++ wrapper runs scan's loop in C++ (a Python
 #: wrapper re-enters Python for every step: 3x slower at N=4); marking ``scan`` cacheable
@@ -206,7 +207,7 @@ class RolloutCollector:
             self._fused_env_step = self._env_step
             if self.backend == "compile":
                 try:
-                    self._fused_env_step = fusion.compile_flat(
+                    self._fused_env_step = compiler.compile_flat(
                         self._env_step, (example_state, example_action)
                     )
                 except Exception:  # noqa: BLE001 - eager env step inside the rollout
@@ -267,8 +268,8 @@ class RolloutCollector:
         finds the rollout in inductor's cache starts ~1 s sooner); any other callable goes
         through ``torch.compile``, which lifts the tensors it reads.
         """
-        self._flatten = fusion.make_flattener((state,))
-        self._unflatten_state = fusion.make_unflattener(state)
+        self._flatten = compiler.make_flattener((state,))
+        self._unflatten_state = compiler.make_unflattener(state)
         step = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)
         flatten, unflatten = self._flatten, self._unflatten_state
 
@@ -314,7 +315,7 @@ class RolloutCollector:
             return tuple(scan_op(body, [*leaves, o], [xs], additional_inputs=tuple(w)))
 
         xs = torch.zeros(self.num_steps, 1, device=self.env.device)  # scan's length
-        compiled = fusion.compile_flat(
+        compiled = compiler.compile_flat(
             rollout, (weights(), flatten(state), obs, xs), options=SCAN_INDUCTOR_OPTIONS
         )
 
@@ -384,8 +385,8 @@ class RolloutCollector:
         with torch.no_grad():
             action, _ = _split(self.policy(obs))
             env_step = self._env_step_fn(state, action.to(self.env._action_dtype))
-        self._flatten = fusion.make_flattener((state,))
-        self._unflatten_state = fusion.make_unflattener(state)
+        self._flatten = compiler.make_flattener((state,))
+        self._unflatten_state = compiler.make_unflattener(state)
         self._static_state = [t.clone() for t in self._flatten(state)]
         self._static_obs = obs.clone()
         step = functools.partial(_policy_step, self.policy, env_step, self.env._action_dtype)

@@ -35,6 +35,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from compile_checks import assert_fast_path, registered_compiler_options
 from gymnasium.utils.env_checker import check_env
 from minatar.gym import BaseEnv
 
@@ -253,16 +254,20 @@ def compare_backends(
     prepare: Callable[[Any], Any] | None = None,
     sample: Callable[[torch.Generator, torch.Tensor], torch.Tensor] | None = None,
     min_dones: int = 1,
+    cpp_schedule: str | None = None,
 ) -> GpuVecEnv:
     """Step an eager and a compiled env (``n`` envs) alike; assert bitwise equal outputs.
 
     ``prepare(game_state) -> game_state`` may edit the state after the reset (e.g. so that
     episodes end within ``steps``); ``sample(gen, uniform_actions) -> actions`` may bias the
-    actions. At least ``min_dones`` episodes must end. Returns the compiled env (one graph,
-    NEXT_STEP autoreset) for further checks.
+    actions. At least ``min_dones`` episodes must end. The compiled env has the registry's
+    compiler options and must take the fast path (``cpp_schedule``: the C++ pass's expected
+    status on the pinned torch). Returns the compiled env (one graph, NEXT_STEP autoreset)
+    for further checks.
     """
     eager = GpuVecEnv(env_def, n, backend="eager")
-    compiled = GpuVecEnv(env_def, n, backend="compile")
+    options = registered_compiler_options(env_def)
+    compiled = GpuVecEnv(env_def, n, backend="compile", compiler_options=options)
     for a, b in zip(eager.reset(seed=seed)[:1], compiled.reset(seed=seed)[:1], strict=True):
         assert torch.equal(a, b)
     if prepare is not None:
@@ -286,6 +291,8 @@ def compare_backends(
     leaves = torch.utils._pytree.tree_leaves
     for x, y in zip(leaves(eager.state), leaves(compiled.state), strict=True):
         assert torch.equal(x, y)
+    print(type(env_def).__name__, compiled.compile_report)
+    assert_fast_path(compiled.compile_report, cpp_schedule)
     return compiled
 
 

@@ -1,10 +1,11 @@
-"""The C++ loop-body scheduling pass (:mod:`gpuvec_envs.core.cpp_schedule`)."""
+"""The C++ loop-body scheduling pass (:mod:`gpuvec_envs.compiler.passes.cpp_schedule`)."""
 
 from __future__ import annotations
 
 import torch
 
-from gpuvec_envs.core import cpp_schedule, fusion
+from gpuvec_envs.compiler import compile_flat, resolve
+from gpuvec_envs.compiler.passes import cpp_schedule
 
 # Inductor's layout: loads, computation, stores (in_ptr1 is read and written in place).
 BODY = """\
@@ -91,11 +92,12 @@ def test_compiled_kernels_are_scheduled_and_compute_the_same(monkeypatch):
     """A compiled in-place update with several outputs: the C++ inductor builds goes through
     the pass (checked on the source it receives) and the results equal eager's."""
     seen: list[tuple[str, str]] = []
-    schedule = cpp_schedule.schedule_source
+    schedule = cpp_schedule.schedule_blocks
 
-    def spy(source: str) -> str:
-        seen.append((source, schedule(source)))
-        return seen[-1][1]
+    def spy(source: str, aliases: dict[str, str] | None) -> tuple[str, int]:
+        out = schedule(source, aliases)
+        seen.append((source, out[0]))
+        return out
 
     def fn(s: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         t = (s * 3 + a) ^ (a >> 1)
@@ -105,9 +107,11 @@ def test_compiled_kernels_are_scheduled_and_compute_the_same(monkeypatch):
     gen = torch.Generator().manual_seed(0)
     s = torch.randint(-50, 50, (4096,), dtype=torch.int32, generator=gen)
     a = torch.randint(-50, 50, (4096,), dtype=torch.int32, generator=gen)
-    monkeypatch.setattr(cpp_schedule, "schedule_source", spy)
+    monkeypatch.setattr(cpp_schedule, "schedule_blocks", spy)
     monkeypatch.setattr(cpp_schedule, "MIN_ACCESSES", 0)
-    call = fusion.compile_flat(fn, (s.clone(), a), options={"fx_graph_cache": False})
+    opts = resolve({"inductor": {"fx_graph_cache": False}})
+    call = compile_flat(fn, (s.clone(), a), compiler=opts)
+    assert dict((p.name, p.status) for p in call.passes)["cpp_schedule"] == "applied"
     # a vectorised loop body whose statements were moved
     assert any("loadu(in_ptr" in src and out != src for src, out in seen)
     want_s = s.clone()

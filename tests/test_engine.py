@@ -17,10 +17,11 @@ from gymnasium.vector.utils import batch_space
 from torch.utils import _pytree as pytree
 
 import gpuvec_envs
-from gpuvec_envs.core import fusion
+from gpuvec_envs.compiler import Backend, flat
+from gpuvec_envs.compiler import backend as compiler_backend
 from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
-from gpuvec_envs.core.vector import Backend, GpuVecEnv
+from gpuvec_envs.core.vector import GpuVecEnv
 from gpuvec_envs.registry import REGISTRY
 
 ALL_IDS = [e.id for e in REGISTRY]
@@ -371,7 +372,7 @@ def test_rng_bitwise_equal_eager_and_compiled() -> None:
 
 def compiled_graphs() -> int:
     """Graphs compiled so far: guard-free fused graphs plus torch.compile (dynamo) graphs."""
-    return fusion.compiled_graphs + torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    return flat.compiled_graphs + torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
 def test_compiled_cartpole_is_one_graph_without_recompiles() -> None:
@@ -452,7 +453,9 @@ def test_fuse_runs_a_post_function_in_the_step(backend: str) -> None:
     assert ends >= 16  # every env ended at least once (time limit 15)
 
 
-def test_compile_failure_falls_back_to_eager_with_warning() -> None:
+def test_compile_failure_falls_back_to_eager_with_warning(monkeypatch) -> None:
+    monkeypatch.setattr(compiler_backend, "_warned", set())  # warnings are once per process
+
     def impure(x: torch.Tensor) -> torch.Tensor:
         if x.sum().item() > 0:  # a host sync: a graph break, fatal under fullgraph=True
             return x + 1
@@ -462,6 +465,11 @@ def test_compile_failure_falls_back_to_eager_with_warning() -> None:
     with pytest.warns(RuntimeWarning, match="eager"):
         out = backend(torch.ones(3))
     assert backend.name == "eager" and torch.equal(out, torch.full((3,), 2.0))
+    report = backend.report
+    assert report.strategy == "eager" and not report.fast_path and report.passes == ()
+    assert [f.strategy for f in report.fallbacks] == ["flat_call", "torch_compile"]
+    assert all("Error" in f.reason for f in report.fallbacks)
+    assert [s.strategy for s in report.skipped] == ["cuda_graph", "in_place_state"]
 
 
 # -- CUDA (skipped without a GPU) -----------------------------------------------------------------

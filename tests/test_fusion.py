@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
-from gpuvec_envs.core import fusion
+from gpuvec_envs import compiler
+from gpuvec_envs.compiler.passes.lean_wrapper import lean_wrapper
 from gpuvec_envs.core.rng import STEP, Rng, hash32, hash32_int, keys_from_seeds, stream_constant
 
 N = 64
@@ -62,9 +63,9 @@ class Outer(NamedTuple):
 def test_generated_flatten_and_unflatten_round_trip():
     t = [torch.full((2,), float(i)) for i in range(4)]
     tree = Outer(Inner(t[0], None), t[1])
-    flat = fusion.make_flattener((tree, t[2], (t[3],)))(tree, t[2], (t[3],))
+    flat = compiler.make_flattener((tree, t[2], (t[3],)))(tree, t[2], (t[3],))
     assert all(x is y for x, y in zip(flat, (t[0], t[1], t[2], t[3]), strict=True))
-    rebuilt = fusion.make_unflattener(tree)((t[3], t[2]))
+    rebuilt = compiler.make_unflattener(tree)((t[3], t[2]))
     assert type(rebuilt) is Outer and type(rebuilt.inner) is Inner
     assert rebuilt.inner.a is t[3] and rebuilt.inner.b is None and rebuilt.c is t[2]
 
@@ -102,7 +103,7 @@ def test_compiled_step_writes_the_state_in_place_and_state_is_a_copy():
     for env in (fused, eager):
         env.reset(seed=8)
         env.step(actions[0])
-    assert isinstance(fused._step._fn, fusion.InPlaceStateCall)
+    assert isinstance(fused._step._fn, compiler.InPlaceStateCall)
     buffers = [t.data_ptr() for t in torch.utils._pytree.tree_leaves(fused._state)]
     snapshot = fused.state
     kept = [t.clone() for t in torch.utils._pytree.tree_leaves(snapshot)]
@@ -135,7 +136,7 @@ def test_compile_flat_calls_the_generated_code_directly_with_constants_as_inputs
 
     x = torch.arange(7, dtype=torch.int64)
     acc = torch.zeros(7, dtype=torch.int64)
-    call = fusion.compile_flat(fn, (x, acc.clone()))
+    call = compiler.compile_flat(fn, (x, acc.clone()))
     assert call.flat.__name__ == "direct_call"  # not AOT autograd's forward
     want_acc = acc.clone()
     for _ in range(3):
@@ -148,7 +149,7 @@ def test_compile_flat_calls_the_generated_code_directly_with_constants_as_inputs
     def scaled(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor]:
         return (x * w + torch.tensor([0.5, 0.25], dtype=torch.float64).sum(),)
 
-    wrapped = fusion.compile_flat(scaled, (x.double(), w))
+    wrapped = compiler.compile_flat(scaled, (x.double(), w))
     assert wrapped.flat.__name__ == "with_constants"
     assert torch.equal(wrapped(x.double(), w)[0], x.double() + 0.75)
     # and the in-place state call returns one state object, its buffers
@@ -257,7 +258,7 @@ def test_lean_wrapper_keeps_scratch_and_allocates_fresh_outputs():
     """The lean call allocates the scratch buffer and its view once, the outputs on every
     call (an output kept by the caller is never overwritten); a wrapper with a statement of
     another form gets no lean call."""
-    lean = fusion._lean_wrapper(demo_call)
+    lean = lean_wrapper(demo_call)[0]
     assert lean is not None
     assert "buf1" in lean.__code__.co_freevars  # the scratch view, kept from call to call
     assert "buf2" in lean.__code__.co_varnames  # the output, allocated in the call
@@ -266,8 +267,8 @@ def test_lean_wrapper_keeps_scratch_and_allocates_fresh_outputs():
     assert first.tolist() == [1, 3, 5, 7] and second.tolist() == [21, 23, 25, 27]
     assert torch.equal(first_words, first.view(torch.int32).view(4, 2))  # a dtype view
     assert "buf2.view(torch.int32)" in lean.source
-    assert fusion._lean_wrapper(demo_call_unknown) is None
+    assert lean_wrapper(demo_call_unknown)[0] is None
     # scratch whose size is read from an input is allocated per call
-    sized = fusion._lean_wrapper(demo_call_sized)
+    sized = lean_wrapper(demo_call_sized)[0]
     assert "buf1" in sized.__code__.co_varnames
     assert sized([torch.arange(3)])[0].tolist() == [1, 3, 5]

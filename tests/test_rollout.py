@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
-from gpuvec_envs.core import fusion
+from gpuvec_envs.compiler import flat
 from gpuvec_envs.rollout import RolloutCollector
 
 N, T = 16, 25
@@ -108,9 +108,9 @@ def test_scan_collector_equals_loop():
 def test_scan_collector_with_module_policy_equals_loop():
     """An ``nn.Module`` policy: traced with its parameters and buffers as inputs straight
     into one ``compile_flat`` graph (no dynamo)."""
-    before = fusion.compiled_graphs
+    before = flat.compiled_graphs
     c = check_against_loop("compile", collects=3, module_policy=True)
-    assert c.kind == "scan" and fusion.compiled_graphs == before + 1
+    assert c.kind == "scan" and flat.compiled_graphs == before + 1
 
 
 def test_compiled_step_collector_equals_loop():

@@ -34,13 +34,6 @@ class EnvDef(Generic[State, Params]):
     params_type: ClassVar[type]
     #: Render modes etc., as in ``gymnasium.Env.metadata``.
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
-    #: Inductor config overrides (``torch._inductor.config`` names) applied while the shell
-    #: compiles this env's step, e.g. ``{"max_fusion_size": 4096}``; empty for most envs.
-    compile_options: ClassVar[dict[str, Any]] = {}
-    #: Whether the compiled step writes the new state into the state's own tensors (see
-    #: :class:`~gpuvec_envs.core.fusion.InPlaceStateCall`); off where inductor's kernel for
-    #: it is slower than the one with fresh outputs.
-    state_in_place: ClassVar[bool] = True
 
     def observation_space(self, params: Params, dtype: torch.dtype) -> gym.Space:
         """Space of one env's observation for a simulation dtype."""

@@ -2,19 +2,16 @@
 
 :class:`GpuVecEnv` is a :class:`gymnasium.vector.VectorEnv` over any :class:`EnvDef`. It owns
 spaces, device, dtype, the time limit, the three gymnasium autoreset modes, seeding, input
-validation and the eager/compiled backends. A step is one pure function of the shell state
-and the action (autoreset and RNG included), compiled as one graph on the ``compile``
-backend; nothing in it loops over envs or waits on the device.
+validation and the pure step. A step is one pure function of the shell state and the action
+(autoreset and RNG included), compiled as one graph on the ``compile`` backend by
+:mod:`gpuvec_envs.compiler`; nothing in it loops over envs or waits on the device.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
-import types
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -24,12 +21,11 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch.utils import _pytree as pytree
 
-from gpuvec_envs.core import fusion
+from gpuvec_envs.compiler import Backend, CompileReport, CompilerOptions, resolve
 from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
 
-BACKENDS = ("auto", "eager", "compile")
 _MAX_SEED = 2**63
 
 
@@ -204,145 +200,6 @@ def contiguous(tree: Any) -> Any:
     return pytree.tree_map(lambda t: t.clone(memory_format=torch.contiguous_format), tree)
 
 
-def fresh_function(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
-    """Copy ``fn`` with a code object of its own.
-
-    Dynamo caches compiled graphs per code object, so without this every env instance would
-    add entries to one shared cache and, past the recompile limit, run eager.
-    """
-    code = fn.__code__.replace(co_name=f"{fn.__code__.co_name}_{tag}")
-    return types.FunctionType(code, fn.__globals__, code.co_name, fn.__defaults__, fn.__closure__)
-
-
-class Backend:
-    """Runs ``fn(*bound, *args)`` eagerly or as one compiled graph.
-
-    The ``compile`` backend compiles on the first call, for that call's shapes, strides,
-    device and dtype, into a guard-free call (:func:`gpuvec_envs.core.fusion.compile_flat`:
-    one generated kernel, no guard evaluation, generated pytree code); on CUDA that call is
-    then captured in a CUDA graph. A state-first call off CUDA graphs writes the new state
-    into the state's own buffers (:class:`~gpuvec_envs.core.fusion.InPlaceStateCall`), so
-    the state it returns is overwritten by the next call. If that path fails it falls back to
-    ``torch.compile(fullgraph=True, dynamic=False)``, and a failure of that to eager, with a
-    warning. Later calls must pass arguments of the first call's exact structure, shapes,
-    strides, dtypes and device (the env shell guarantees this).
-
-    Args:
-        fn: The pure function.
-        bound: Leading (constant) arguments bound to it.
-        backend: ``"eager"``, ``"compile"`` or ``"auto"``.
-        tag: A name for this instance's compiled code.
-        state_first: The first argument is a state that the call returns, with the same
-            structure, as the first field of its output (the CUDA graph then keeps the
-            state in its static buffers).
-        cuda_graph: Capture the compiled call in a CUDA graph on CUDA devices.
-        options: Inductor config overrides for the compilation (the env's
-            ``compile_options``).
-        in_place: Write a state-first call's new state into the state's buffers (the env's
-            ``state_in_place``).
-    """
-
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        bound: tuple[Any, ...],
-        backend: str,
-        tag: str,
-        state_first: bool = False,
-        cuda_graph: bool = True,
-        options: dict[str, Any] | None = None,
-        in_place: bool = True,
-    ) -> None:
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        self.eager_fn = functools.partial(fn, *bound)
-        self.name = "eager" if backend == "eager" else "compile"
-        self.kind = "eager"  # how calls run: eager, fused, cuda_graph or torch_compile
-        self._fn = self.eager_fn
-        self._raw, self._tag = fn, tag
-        self._bound = bound
-        self._state_first = state_first
-        self._cuda_graph = cuda_graph
-        self._options = dict(options or {})
-        self._in_place = in_place
-        self._compiled_once = self.name == "eager"
-
-    def __call__(self, *args: Any) -> Any:
-        """Call the function; the first compiled call compiles (and may fall back)."""
-        if self._compiled_once:
-            return self._fn(*args)
-        self._compiled_once = True
-        errors = []
-        try:
-            self.kind = "fused"
-            if self._state_first and self._in_place and not (self._cuda_graph and _on_cuda(args)):
-                # The new state is written into the state's own buffers (CUDA graphs keep it
-                # in their static buffers instead); a step whose state changes layout
-                # cannot, and returns it as an output below.
-                try:
-                    self._fn = fusion.InPlaceStateCall(self.eager_fn, args, self._options)
-                    return self._fn(*args)
-                except ValueError:
-                    pass
-            # A state-first call's inputs are the shell's own tensors (its previous outputs,
-            # checked actions), so inductor's per-call shape/stride asserts are redundant;
-            # a state that comes back with another layout than it went in keeps them.
-            self._fn = fusion.compile_flat(
-                self.eager_fn, args, size_asserts=not self._state_first, options=self._options
-            )
-            out = self._fn(*args)
-            if self._state_first and not _same_layout(args[0], out[0]):
-                self._fn = fusion.compile_flat(self.eager_fn, args, options=self._options)
-        except Exception as exc:  # noqa: BLE001 - fall back to torch.compile
-            errors.append(f"{type(exc).__name__}: {exc}")
-            compiled = torch.compile(
-                fresh_function(self._raw, self._tag),
-                fullgraph=True,
-                dynamic=False,
-                options=self._options or None,
-            )
-            self._fn = functools.partial(compiled, *self._bound)
-            self.kind = "torch_compile"
-            try:
-                out = self._fn(*args)
-            except Exception as exc2:  # noqa: BLE001 - any compiler failure means: run eager
-                warnings.warn(
-                    f"torch.compile failed ({type(exc2).__name__}: {exc2}); using the eager "
-                    "backend",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-                self.name, self.kind, self._fn = "eager", "eager", self.eager_fn
-                return self._fn(*args)
-        if self.kind == "fused" and self._cuda_graph and _on_cuda(args):
-            try:
-                n = len(fusion.make_flattener(args[:1])(args[0])) if self._state_first else 0
-                graphed = fusion.CudaGraphCall(self._fn, args, {i: i for i in range(n)})
-                self._fn, self.kind = graphed, "cuda_graph"
-            except Exception as exc:  # noqa: BLE001 - keep the un-graphed fused call
-                warnings.warn(
-                    f"CUDA graph capture failed ({type(exc).__name__}: {exc}); stepping "
-                    "without a graph",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-        return out
-
-
-def _same_layout(a: Any, b: Any) -> bool:
-    """Whether two pytrees have leaves of equal shapes, strides, dtypes and devices."""
-    (la, sa), (lb, sb) = pytree.tree_flatten(a), pytree.tree_flatten(b)
-    return sa == sb and all(
-        (x.shape, x.stride(), x.dtype, x.device) == (y.shape, y.stride(), y.dtype, y.device)
-        for x, y in zip(la, lb, strict=True)
-    )
-
-
-def _on_cuda(tree: Any) -> bool:
-    leaves = [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
-    return bool(leaves) and all(t.is_cuda for t in leaves)
-
-
 class GpuVecEnv(gym.vector.VectorEnv):
     """A batch of ``num_envs`` copies of one env, stepped as tensors on one device.
 
@@ -361,10 +218,14 @@ class GpuVecEnv(gym.vector.VectorEnv):
             rewards and stopping at the first termination or truncation.
         render_mode: ``None`` or a mode in the env's ``metadata["render_modes"]``.
         params: The env's params dataclass; its fields may also be given as keywords.
+        compiler_options: Switches of the compiled backend: a dict of overrides or a
+            :class:`~gpuvec_envs.compiler.CompilerOptions` (see docs/compiler.md; the
+            defaults come from the ``GPUVEC_COMPILER`` environment variable).
         **param_kwargs: Env parameters (fields of the params dataclass).
 
     Raises:
-        TypeError: on an unknown keyword argument.
+        TypeError: on an unknown keyword argument or compiler option.
+        ValueError: on a malformed ``GPUVEC_COMPILER``.
     """
 
     def __init__(
@@ -381,8 +242,10 @@ class GpuVecEnv(gym.vector.VectorEnv):
         frame_skip: int = 1,
         render_mode: str | None = None,
         params: Any = None,
+        compiler_options: CompilerOptions | Mapping[str, Any] | None = None,
         **param_kwargs: Any,
     ) -> None:
+        self.compiler_options = resolve(compiler_options)
         self.env_def = resolve_env_def(env_def)
         self.params = params_from_kwargs(self.env_def.params_type, params, param_kwargs)
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
@@ -400,7 +263,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             raise ValueError(f"render_mode {render_mode!r} not in {modes}")
         self.num_envs = num_envs
         self.device = torch.device(device)
-        if self.device.type == "cpu":
+        if self.device.type == "cpu" and self.compiler_options.retain_memory:
             retain_freed_memory()  # fresh step outputs must not page-fault every step
         self.dtype = as_dtype(dtype)
         self.autoreset_mode = as_autoreset_mode(autoreset_mode)
@@ -428,23 +291,22 @@ class GpuVecEnv(gym.vector.VectorEnv):
     def _backend(
         self, fn: Callable[..., Any], bound: tuple[Any, ...], backend: str, suffix: str = ""
     ) -> Backend:
-        """A state-first :class:`Backend` of a step function, with the env's compile options."""
+        """A state-first :class:`Backend` of a step function, with the env's compiler options."""
         tag = f"{type(self.env_def).__name__}_{id(self):x}{suffix}"
-        env_def = self.env_def
-        return Backend(
-            fn,
-            bound,
-            backend,
-            tag,
-            state_first=True,
-            options=env_def.compile_options,
-            in_place=env_def.state_in_place,
-        )
+        return Backend(fn, bound, backend, tag, state_first=True, compiler=self.compiler_options)
 
     @property
     def backend(self) -> str:
         """The backend in use: ``"eager"`` or ``"compile"``."""
         return self._step.name
+
+    @property
+    def compile_report(self) -> CompileReport | None:
+        """How the step was compiled: strategy, passes, fallbacks, seconds.
+
+        None before the first compiled step (and on the eager backend).
+        """
+        return self._step.report
 
     @property
     def state(self) -> ShellState:

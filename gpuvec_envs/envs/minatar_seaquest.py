@@ -19,7 +19,7 @@ key's bits from the top (:func:`_first`). The step also leaves the bitboards of 
 subs and the rows' directions in the state (``fish_*``, ``sub_*``, ``right``, derived from
 ``en``; :func:`enemy_boards` computes them for a state built elsewhere), one test per cell
 of the slots in its row against those in its column, so the observation needs no pass
-over the slots. With :attr:`Seaquest.compile_options` (inductor's fusion limit raised,
+over the slots. With the inductor options of its registry entry (fusion limit raised,
 reused values realised early) the compiled step and observation are one loop over the
 batch, plus one loop per env that spreads the observation's bits into bytes. Conditions
 that select int64 values are computed from int64 values: an int32 mask applied to int64
@@ -100,7 +100,7 @@ streams 1-2 otherwise, the order in which the reference consumes its generator.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import NamedTuple
 
 import torch
 
@@ -735,17 +735,6 @@ class Seaquest(MinAtarEnv):
 
     n_channels = len(CHANNELS)
     minimal_actions = (0, 1, 2, 3, 4, 5)
-    #: Inductor settings for one fused loop over the batch (module docstring): no cap on the
-    #: nodes fused into one kernel (with the default cap of 64 the main loop takes 10.7k
-    #: instead of 7.4k instructions per 16 envs), every reused value realised, and no
-    #: vectorisation veto from the count of strided loads. The last two were needed by the
-    #: earlier per-slot version; with bit-sliced enemies they change neither the code's size
-    #: nor its speed.
-    compile_options: ClassVar[dict[str, Any]] = {
-        "max_fusion_size": 1 << 16,
-        "realize_reads_threshold": 1,
-        "cpp.enable_tiling_heuristics": False,
-    }
 
     def game_reset(self, params: MinAtarParams, rng: Rng) -> SeaquestState:
         """N new games (no random draws)."""

@@ -1,0 +1,258 @@
+"""Guard-free compiled calls of pure tensor functions (:func:`compile_flat`).
+
+``torch.compile`` re-checks its guards (shapes, strides, every constant it read) and
+rebuilds pytrees on every call, which costs tens of microseconds: more than the physics of
+thousands of envs. :func:`compile_flat` compiles a pure function once for one set of
+example inputs, the way inductor does behind ``torch.compile`` (an aten graph traced by
+``make_fx``, then ``compile_fx``), and returns a plain callable: the arguments are
+flattened by generated code, the generated kernel runs, the outputs are rebuilt by
+generated code. No guards are evaluated, so the caller must pass inputs of exactly the
+example's structure, shapes, strides, dtypes and device.
+
+Compilation patches process-wide state (inductor's config, the C++ kernel hook) for its
+duration only, under :data:`COMPILE_LOCK`, so compiles from several threads run one at a
+time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gpuvec_envs.compiler.options import CompilerOptions
+from gpuvec_envs.compiler.passes import cpp_schedule
+from gpuvec_envs.compiler.passes.cpp_schedule import ScheduleLog, scheduled_cpp_kernels
+from gpuvec_envs.compiler.passes.direct_call import direct_call
+from gpuvec_envs.compiler.pytree import leaf_paths, make_flattener, make_unflattener, rebuild
+from gpuvec_envs.compiler.report import PassResult
+
+#: Held while a compilation has torch patched; compiles from other threads wait for it.
+COMPILE_LOCK = threading.RLock()
+
+#: Number of graphs compiled by :func:`compile_flat` in this process (for tests and stats).
+compiled_graphs = 0
+
+
+def compile_flat(
+    fn: Callable[..., Any],
+    example_args: tuple[Any, ...],
+    size_asserts: bool = True,
+    options: dict[str, Any] | None = None,
+    *,
+    compiler: CompilerOptions | None = None,
+) -> Callable[..., Any]:
+    """Compile the pure function ``fn`` once for ``example_args``; return a guard-free call.
+
+    ``fn`` must take and return pytrees of tensors, tuples/NamedTuples and ``None`` only,
+    and be free of data-dependent Python control flow; in-place updates of its inputs are
+    written back to them. The compiled code goes to inductor's on-disk FX graph cache, so
+    another process compiling the same graph loads it in seconds.
+
+    Args:
+        fn: The pure function.
+        example_args: Example arguments (their structure, shapes, strides, dtypes and
+            device are those of every later call).
+        size_asserts: Keep inductor's per-call check of every input's shape and strides;
+            ``False`` for callers that guarantee them.
+        options: Inductor config values set while compiling (added to
+            ``compiler.inductor``).
+        compiler: Switches of the passes (default: :func:`~gpuvec_envs.compiler.options.
+            resolve`'s).
+
+    Returns:
+        ``call(*args)``, with attributes ``flatten``, ``unflatten``, ``flat`` (the call of
+        the flat leaves) and ``passes`` (a :class:`~gpuvec_envs.compiler.report.PassResult`
+        per pass).
+
+    Raises:
+        Exception: whatever tracing or inductor raise; callers fall back to other backends.
+    """
+    from gpuvec_envs.compiler.options import resolve
+
+    compiler = compiler if compiler is not None else resolve()
+    inductor_options = {**compiler.inductor, **(options or {}), "size_asserts": size_asserts}
+    flatten = make_flattener(example_args)
+    leaves = list(flatten(*example_args))
+    sizes = [len(leaf_paths(a)) for a in example_args]
+    captured: dict[str, Any] = {}
+
+    def flat_fn(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        args, pos = [], 0
+        for example, size in zip(example_args, sizes, strict=True):
+            args.append(rebuild(example, iter(flat[pos : pos + size])))
+            pos += size
+        out = fn(*args)
+        captured["structure"] = out
+        return tuple(eval(p, {"out": out}) for p in leaf_paths(out, "out"))  # noqa: S307
+
+    log = ScheduleLog()
+    with COMPILE_LOCK:
+        compiled, inner, inputs = _compile(flat_fn, leaves, inductor_options, compiler, log)
+    call_flat, passes = direct_call(
+        compiled,
+        inner,
+        inputs,
+        len(leaves),
+        enabled=compiler.direct_call,
+        lean=compiler.lean_wrapper,
+    )
+    passes.append(_schedule_result(compiler, log, leaves))
+    unflatten = make_unflattener(captured.pop("structure"))
+    global compiled_graphs
+    compiled_graphs += 1
+
+    def call(*args: Any) -> Any:
+        return unflatten(call_flat(*flatten(*args)))
+
+    call.flatten = flatten  # type: ignore[attr-defined]
+    call.unflatten = unflatten  # type: ignore[attr-defined]
+    call.flat = call_flat  # type: ignore[attr-defined]
+    call.passes = tuple(passes)  # type: ignore[attr-defined]
+    return call
+
+
+def _compile(
+    flat_fn: Callable[..., Any],
+    leaves: list[torch.Tensor],
+    inductor_options: dict[str, Any],
+    compiler: CompilerOptions,
+    log: ScheduleLog,
+) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor]]:
+    """Trace and compile; returns AOT autograd's call, inductor's output and all inputs."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    # A tracing context with a shape env lets inductor's FX graph cache keep the compiled
+    # code on disk (without one it bypasses the cache and every process compiles anew).
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    inner: dict[str, Any] = {}
+
+    def inner_compile(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        out = compile_fx_inner(gm, example_inputs, **kwargs)
+        inner.update(code=out, arity=len(example_inputs))
+        return out
+
+    schedule = scheduled_cpp_kernels(log) if compiler.cpp_schedule else contextlib.nullcontext()
+    with torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+        graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
+        _lift_scan_constants(graph)
+        # Constants become inputs, so that AOT autograd adds none and the generated code
+        # can be called directly; not around higher-order ops (inductor's C++ ``scan``
+        # then crashes at run time).
+        loops = any(isinstance(n.target, torch._ops.HigherOrderOperator) for n in graph.graph.nodes)
+        constants = [] if loops else _lift_constants(graph)
+        inputs = [*leaves, *constants]
+        with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
+            compiled = compile_fx(graph, inputs, inner_compile=inner_compile)
+    return compiled, inner, inputs
+
+
+def _schedule_result(
+    compiler: CompilerOptions, log: ScheduleLog, leaves: list[torch.Tensor]
+) -> PassResult:
+    """The cpp_schedule pass's outcome from its log."""
+    name = "cpp_schedule"
+    if not compiler.cpp_schedule:
+        return PassResult(name, "off")
+    if not log.hooked:
+        return PassResult(name, "failed", "torch has no AsyncCompile.cpp_pybinding to hook")
+    if log.errors:
+        return PassResult(name, "failed", f"kernel left unchanged: {log.errors[0]}")
+    if log.kernels == 0:
+        on_cpu = any(t.device.type == "cpu" for t in leaves)
+        return PassResult(name, "not_needed" if not on_cpu else "failed", "no C++ kernel built")
+    if log.blocks == 0:
+        why = f"no loop body with more than {cpp_schedule.MIN_ACCESSES} loads and stores"
+        return PassResult(name, "not_needed", why)
+    detail = f"{log.blocks} loop bodies in {log.kernels} kernels"
+    if log.unknown_aliases:
+        detail += f"; buffers treated as one, alias map unknown ({log.unknown_aliases[0]})"
+    return PassResult(name, "applied", detail)
+
+
+def _no_autograd_cache() -> Any:
+    """Turn AOT autograd's cache off (a hit would skip ``inner_compile``), where it exists."""
+    from torch._functorch import config
+
+    if hasattr(config, "enable_autograd_cache"):
+        return config.patch(enable_autograd_cache=False)
+    return contextlib.nullcontext()
+
+
+def _lift_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """Make the graph's tensor constants trailing inputs; return their values in order."""
+    last = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
+    lifted: dict[str, torch.fx.Node] = {}
+    values = []
+    for node in list(gm.graph.nodes):
+        if node.op != "get_attr":
+            continue
+        if node.target not in lifted:
+            value = getattr(gm, node.target)
+            if not isinstance(value, torch.Tensor):
+                continue
+            with gm.graph.inserting_after(last):
+                last = gm.graph.placeholder(f"lifted_constant_{len(values)}")
+            last.meta = dict(node.meta)
+            lifted[node.target] = last
+            values.append(value)
+        node.replace_all_uses_with(lifted[node.target])
+        gm.graph.erase_node(node)
+    for name in lifted:  # AOT autograd would lift every remaining buffer as an input
+        gm._buffers.pop(name, None)
+        if hasattr(gm, name):
+            delattr(gm, name)
+    gm.recompile()
+    return values
+
+
+def _lift_scan_constants(gm: torch.fx.GraphModule) -> None:
+    """Pass the tensor constants of ``scan`` loop bodies in as the loop's inputs.
+
+    ``make_fx`` stores a tensor made while tracing (``torch.tensor([...])`` of constants)
+    as an attribute of the graph that uses it; inside a ``scan`` body such an attribute
+    breaks AOT autograd's functionalisation of the loop. Each one becomes an extra
+    ``additional_inputs`` operand of the scan, read from the outer graph.
+    """
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.higher_order.scan:
+            continue
+        body_attr, init, xs, extra = node.args
+        body = getattr(gm, body_attr.target)
+        consts = [n for n in body.graph.nodes if n.op == "get_attr"]
+        if not consts:
+            continue
+        last = [n for n in body.graph.nodes if n.op == "placeholder"][-1]
+        new_extra = list(extra)
+        for i, const in enumerate(consts):
+            value = getattr(body, const.target)
+            with body.graph.inserting_after(last):
+                ph = body.graph.placeholder(f"lifted_const_{i}")
+            ph.meta = dict(const.meta)
+            last = ph
+            for user in list(const.users):  # lift_fresh_copy -> detach_: the value itself
+                if user.target is torch.ops.aten.lift_fresh_copy.default:
+                    for u in list(user.users):
+                        if u.target is torch.ops.aten.detach_.default:
+                            u.replace_all_uses_with(ph)
+                            body.graph.erase_node(u)
+                    user.replace_all_uses_with(ph)
+                    body.graph.erase_node(user)
+            const.replace_all_uses_with(ph)
+            body.graph.erase_node(const)
+            name = f"{body_attr.target}_const_{i}"
+            gm.register_buffer(name, value)
+            with gm.graph.inserting_before(node):
+                attr = gm.graph.get_attr(name)
+                outer = gm.graph.call_function(torch.ops.aten.lift_fresh_copy.default, (attr,))
+            attr.meta, outer.meta = dict(const.meta), dict(ph.meta)
+            new_extra.append(outer)
+        body.recompile()
+        node.args = (body_attr, init, xs, tuple(new_extra))
+    gm.recompile()

@@ -1,0 +1,126 @@
+"""Compiler switches: one per strategy and per pass, from keywords or ``GPUVEC_COMPILER``.
+
+``GPUVEC_COMPILER="lean_wrapper=0,cpp_schedule=0"`` sets boolean switches process-wide;
+``compiler_options={"cpp_schedule": False}`` on an env (or a :class:`CompilerOptions`)
+sets them for that env. Precedence, lowest first: the defaults, the environment variable,
+the env's registry entry, the ``compiler_options`` keyword. Every combination gives the
+same results; switching a pass off only makes the step slower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+from collections.abc import Mapping
+from typing import Any
+
+ENV_VAR = "GPUVEC_COMPILER"
+_TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompilerOptions:
+    """Switches of the compiled backend (all on by default).
+
+    Attributes:
+        flat_call: Compile into a guard-free flat call (off: ``torch.compile`` runs it).
+        in_place: Write a step's new state into the state's own buffers.
+        cuda_graph: Replay a CUDA step from a CUDA graph.
+        direct_call: Call inductor's generated CPU code without AOT autograd's wrappers.
+        lean_wrapper: Keep the generated CPU wrapper's scratch buffers between calls
+            (needs ``direct_call``).
+        cpp_schedule: Reorder the loads and stores of crowded C++ loop bodies.
+        retain_memory: Keep freed host memory in the process (glibc ``mallopt``), so fresh
+            CPU step outputs do not page-fault; process-wide, set by the first CPU env.
+        inductor: ``torch._inductor.config`` values set while compiling (not settable
+            from the environment variable).
+    """
+
+    flat_call: bool = True
+    in_place: bool = True
+    cuda_graph: bool = True
+    direct_call: bool = True
+    lean_wrapper: bool = True
+    cpp_schedule: bool = True
+    retain_memory: bool = True
+    inductor: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "inductor":
+                if not isinstance(value, Mapping):
+                    raise TypeError(f"inductor must be a mapping, got {type(value).__name__}")
+                object.__setattr__(self, "inductor", types.MappingProxyType(dict(value)))
+            elif not isinstance(value, bool):
+                raise TypeError(f"compiler option {f.name} must be a bool, got {value!r}")
+
+    @classmethod
+    def no_passes(cls) -> CompilerOptions:
+        """Every inductor-output pass off (the strategies stay on)."""
+        return cls(direct_call=False, lean_wrapper=False, cpp_schedule=False)
+
+    def replace(self, overrides: Mapping[str, Any]) -> CompilerOptions:
+        """A copy with ``overrides`` applied.
+
+        Raises:
+            TypeError: on an unknown name or a value of the wrong type.
+        """
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise TypeError(f"unknown compiler option(s) {unknown}; known: {sorted(names)}")
+        return dataclasses.replace(self, **overrides)
+
+    def items(self) -> tuple[tuple[str, Any], ...]:
+        """``(name, value)`` pairs, ``inductor`` as a plain dict."""
+        return tuple(
+            (f.name, dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v)
+            for f in dataclasses.fields(self)
+        )
+
+
+def from_env(value: str | None = None) -> dict[str, bool]:
+    """The switches set by ``GPUVEC_COMPILER`` (or by ``value``), as overrides.
+
+    Raises:
+        ValueError: on a malformed entry, an unknown name or a value that is not 0/1.
+    """
+    text = os.environ.get(ENV_VAR, "") if value is None else value
+    names = {f.name for f in dataclasses.fields(CompilerOptions)} - {"inductor"}
+    out: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, flag = (s.strip() for s in item.partition("="))
+        if not sep or name not in names or flag.lower() not in _TRUE + _FALSE:
+            raise ValueError(
+                f"{ENV_VAR}: bad entry {item!r}; expected NAME=0 or NAME=1 with NAME in "
+                f"{sorted(names)}"
+            )
+        out[name] = flag.lower() in _TRUE
+    return out
+
+
+def resolve(*layers: CompilerOptions | Mapping[str, Any] | None) -> CompilerOptions:
+    """Defaults, then ``GPUVEC_COMPILER``, then each layer in turn (later wins).
+
+    A :class:`CompilerOptions` layer replaces everything below it; a mapping overrides
+    the names it holds.
+
+    Raises:
+        TypeError: a layer of another type, an unknown name or a non-bool switch.
+        ValueError: a malformed ``GPUVEC_COMPILER``.
+    """
+    options = CompilerOptions().replace(from_env())
+    for layer in layers:
+        if layer is None:
+            continue
+        if isinstance(layer, CompilerOptions):
+            options = layer
+        elif isinstance(layer, Mapping):
+            options = options.replace(layer)
+        else:
+            raise TypeError(
+                f"compiler_options must be a dict or a CompilerOptions, got {type(layer).__name__}"
+            )
+    return options

@@ -1,0 +1,1 @@
+"""Passes over inductor's output, each switchable and reporting whether it applied."""
