@@ -24,6 +24,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch.utils import _pytree as pytree
 
+from gpuvec_envs.compiler import threads
 from gpuvec_envs.core import fusion
 from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
@@ -360,6 +361,10 @@ class GpuVecEnv(gym.vector.VectorEnv):
         frame_skip: Repeat each action this many simulation steps inside one step, summing
             rewards and stopping at the first termination or truncation.
         render_mode: ``None`` or a mode in the env's ``metadata["render_modes"]``.
+        num_threads: CPU threads of each step: ``"auto"`` (default: all of
+            ``torch.get_num_threads()``, fewer while calls run far slower than their calm
+            time, as when another process holds a core) or a positive int. Results do not
+            depend on it (:mod:`gpuvec_envs.compiler.threads`).
         params: The env's params dataclass; its fields may also be given as keywords.
         **param_kwargs: Env parameters (fields of the params dataclass).
 
@@ -380,10 +385,13 @@ class GpuVecEnv(gym.vector.VectorEnv):
         validate: bool = True,
         frame_skip: int = 1,
         render_mode: str | None = None,
+        num_threads: int | str = "auto",
         params: Any = None,
         **param_kwargs: Any,
     ) -> None:
         self.env_def = resolve_env_def(env_def)
+        self.num_threads = threads.check_num_threads(num_threads)
+        self._threads = threads.ThreadControl(self.num_threads)
         self.params = params_from_kwargs(self.env_def.params_type, params, param_kwargs)
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
@@ -437,7 +445,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             backend,
             tag,
             state_first=True,
-            options=env_def.compile_options,
+            options={**(env_def.compile_options or {}), **threads.inductor_options()},
             in_place=env_def.state_in_place,
         )
 
@@ -553,7 +561,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         action = self.prepare_action(actions)
         if self._state is None:
             raise RuntimeError("call reset() before step()")
-        out = self._step(self._state, action)
+        out = self._threads(self._step, self._state, action)
         self._state = out.state
         terminated = out.terminated.view(torch.bool)
         truncated = out.truncated.view(torch.bool)
@@ -584,6 +592,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         """
         backend: Backend | None = None
         built_for: Any = None
+        control = threads.ThreadControl(self.num_threads)
 
         def fused(extra: Any, action: torch.Tensor) -> tuple[Any, Any]:
             nonlocal backend, built_for
@@ -593,7 +602,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 bound = (self.env_def, self.params, self.cfg, post)
                 backend = self._backend(fused_post_step, bound, self.backend, f"_{id(post):x}")
                 built_for = self.params
-            (self._state, extra), result = backend((self._state, extra), action)
+            (self._state, extra), result = control(backend, (self._state, extra), action)
             return extra, result
 
         return fused

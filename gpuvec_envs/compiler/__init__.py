@@ -1,0 +1,1 @@
+"""Compilation strategies and the run-time controls of compiled calls."""
