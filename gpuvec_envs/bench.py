@@ -53,6 +53,7 @@ from gpuvec_envs.registry import REGISTRY, entry
 
 PEERS = ("sync", "async", "numpy", "envpool")
 _POOL = 8  # pre-drawn action batches, cycled
+_CALIBRATION_CALLS = 12  # untimed calls of each configuration before its blocks
 
 
 @dataclasses.dataclass
@@ -90,9 +91,11 @@ def time_interleaved(opened: Sequence[Opened], *, min_time: float, repeats: int)
     """Time every configuration of ``opened``: ``repeats`` rounds of one block each.
 
     A block runs enough calls for about ``min_time / repeats`` seconds (calibrated on a
-    short run of each configuration first). Taking the blocks in turn keeps the
-    configurations compared in one report seconds apart: on a shared machine whose speed
-    drifts, timing one configuration after another would compare different conditions.
+    short run of each configuration first, of at least ``_CALIBRATION_CALLS`` calls, so that
+    an adaptive thread count has settled before the rate is estimated). Taking the blocks
+    in turn keeps the configurations compared in one report seconds apart: on a shared
+    machine whose speed drifts, timing one configuration after another would compare
+    different conditions.
     Garbage is collected first, so that a full collection owed by the setup (compiling
     leaves ~0.5M tracked objects: ~0.3 s) does not land in a timed block; the collector
     stays on, so a peer's own garbage is still paid for. Sets each result's median steps/s
@@ -104,7 +107,7 @@ def time_interleaved(opened: Sequence[Opened], *, min_time: float, repeats: int)
         o.sync()
         t0 = time.perf_counter()
         n = 0
-        while n < 3 or time.perf_counter() - t0 < 0.02:
+        while n < _CALIBRATION_CALLS or time.perf_counter() - t0 < 0.02:
             o.step(n)
             n += 1
         o.sync()
