@@ -13,15 +13,23 @@ under the same machine conditions. Peers are slow, so their sweep is capped
 (``--peer-max-envs``, ``--async-max-envs``) and the ratio table compares against each peer's
 best configuration.
 
+``--competitor K`` keeps K busy processes (``while True: pass``) running while the blocks
+are timed, as a user's machine that does other work; ``--num-threads`` times the gpuvec env
+with each listed ``num_threads`` (``auto,1``: the adaptive count against one thread).
+``first_step_s`` is the first ``step()`` call alone (where compilation happens); the ISA
+the kernels were built for (``torch.backends.cpu.get_cpu_capability()``) is in the JSON.
+
 Usage::
 
     gpuvec-bench --envs CartPole-v1 --num-envs 1,4096,65536 --json out.json --plot out.png
+    gpuvec-bench --envs CartPole-v1 --num-envs 65536 --num-threads auto,1 --competitor 1
     python -m gpuvec_envs.bench --envs all --autotune
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import json
@@ -29,9 +37,10 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -44,6 +53,7 @@ from gpuvec_envs.registry import REGISTRY, entry
 
 PEERS = ("sync", "async", "numpy", "envpool")
 _POOL = 8  # pre-drawn action batches, cycled
+_CALIBRATION_CALLS = 12  # untimed calls of each configuration before its blocks
 
 
 @dataclasses.dataclass
@@ -59,6 +69,8 @@ class Result:
     repeats: list[float]  # steps/s of each repeat
     frame_skip: int = 1
     note: str = ""
+    first_step_s: float = 0.0  # the first step() call alone (compiles), seconds
+    num_threads: str = ""  # gpuvec: the env's num_threads ("auto" or a count)
 
 
 # -- timing ------------------------------------------------------------------------------
@@ -79,9 +91,11 @@ def time_interleaved(opened: Sequence[Opened], *, min_time: float, repeats: int)
     """Time every configuration of ``opened``: ``repeats`` rounds of one block each.
 
     A block runs enough calls for about ``min_time / repeats`` seconds (calibrated on a
-    short run of each configuration first). Taking the blocks in turn keeps the
-    configurations compared in one report seconds apart: on a shared machine whose speed
-    drifts, timing one configuration after another would compare different conditions.
+    short run of each configuration first, of at least ``_CALIBRATION_CALLS`` calls, so that
+    an adaptive thread count has settled before the rate is estimated). Taking the blocks
+    in turn keeps the configurations compared in one report seconds apart: on a shared
+    machine whose speed drifts, timing one configuration after another would compare
+    different conditions.
     Garbage is collected first, so that a full collection owed by the setup (compiling
     leaves ~0.5M tracked objects: ~0.3 s) does not land in a timed block; the collector
     stays on, so a peer's own garbage is still paid for. Sets each result's median steps/s
@@ -93,7 +107,7 @@ def time_interleaved(opened: Sequence[Opened], *, min_time: float, repeats: int)
         o.sync()
         t0 = time.perf_counter()
         n = 0
-        while n < 3 or time.perf_counter() - t0 < 0.02:
+        while n < _CALIBRATION_CALLS or time.perf_counter() - t0 < 0.02:
             o.step(n)
             n += 1
         o.sync()
@@ -138,9 +152,18 @@ def _numpy_actions(space: gym.Space, seed: int) -> list:
 
 # -- implementations ---------------------------------------------------------------------
 def open_gpuvec(
-    env_id: str, num_envs: int, backend: str, *, device: str = "cpu", frame_skip: int = 1
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    *,
+    device: str = "cpu",
+    frame_skip: int = 1,
+    num_threads: int | str = "auto",
 ) -> Opened:
-    """``gymnasium.make_vec(env_id)`` on the gpuvec engine (no validation), set up to time."""
+    """``gymnasium.make_vec(env_id)`` on the gpuvec engine (no validation), set up to time.
+
+    The impl is ``gpuvec-<backend>``, with ``-<k>t`` for a fixed ``num_threads=k``.
+    """
     dev = torch.device(device)
     t0 = time.perf_counter()
     env = gym.make_vec(
@@ -150,18 +173,36 @@ def open_gpuvec(
         backend=backend,
         validate=False,
         frame_skip=frame_skip,
+        num_threads=num_threads,
     )
     env.reset(seed=0)
     actions = _torch_actions(
         env.single_action_space, num_envs, dev, torch.Generator().manual_seed(0)
     )
-    env.step(actions[0])
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    t1 = time.perf_counter()
+    env.step(actions[0])
     sync()
-    setup = time.perf_counter() - t0
+    t2 = time.perf_counter()
     kind = getattr(env.unwrapped._step, "kind", backend)
-    result = Result(env_id, f"gpuvec-{backend}", num_envs, 0.0, 0.0, setup, [], frame_skip, kind)
+    impl = f"gpuvec-{backend}" + ("" if num_threads == "auto" else f"-{num_threads}t")
+    result = Result(env_id, impl, num_envs, 0.0, 0.0, t2 - t0, [], frame_skip, kind)
+    result.first_step_s, result.num_threads = t2 - t1, str(num_threads)
     return Opened(result, lambda i: env.step(actions[i % _POOL]), env.close, sync)
+
+
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[list[subprocess.Popen]]:
+    """Run ``count`` CPU-bound processes (``while True: pass``) for the duration."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        time.sleep(0.2 if procs else 0.0)  # let them be scheduled
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
 
 
 def bench_gpuvec(
@@ -256,9 +297,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
         for n in args.num_envs:
             for b in args.backends:
                 for fs in args.frame_skip:
-                    jobs.append(
-                        ("gpuvec", dict(env_id=env_id, num_envs=n, backend=b, frame_skip=fs))
-                    )
+                    for nt in args.num_threads:
+                        kw = dict(env_id=env_id, num_envs=n, backend=b, frame_skip=fs)
+                        jobs.append(("gpuvec", {**kw, "num_threads": nt}))
         for peer in args.peers:
             cap = args.async_max_envs if peer == "async" else args.peer_max_envs
             if peer in ("numpy",):
@@ -309,7 +350,8 @@ def run_sweep(args: argparse.Namespace) -> list[Result]:
                     bar.update(1)
             if bar is not None:
                 bar.set_postfix_str(f"{env_id}: timing {len(opened)} configurations")
-            time_interleaved(opened, min_time=args.min_time, repeats=args.repeats)
+            with busy_processes(args.competitor):
+                time_interleaved(opened, min_time=args.min_time, repeats=args.repeats)
             results += [o.result for o in opened]
         except Exception as exc:  # noqa: BLE001 - one env's failure must not stop the sweep
             print(f"skipped timing {env_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -322,7 +364,11 @@ def run_sweep(args: argparse.Namespace) -> list[Result]:
 
 
 def ratios(results: Sequence[Result]) -> list[dict[str, Any]]:
-    """Gpuvec steps/s over each peer's best configuration (and gym-numpy at the same N)."""
+    """Gpuvec steps/s over each peer's best configuration (and gym-numpy at the same N).
+
+    Rows of an adaptive thread count also get the ratio to the same configuration with
+    ``num_threads=1`` (``vs gpuvec 1t same N``) where that was measured.
+    """
     out = []
     for r in results:
         if not r.impl.startswith("gpuvec"):
@@ -344,6 +390,15 @@ def ratios(results: Sequence[Result]) -> list[dict[str, Any]]:
             same_n = [p for p in same_env if p.num_envs == r.num_envs]
             if peer == "gym-numpy" and same_n:
                 row["vs gym-numpy same N"] = r.steps_per_s / same_n[0].steps_per_s
+        one = [
+            p
+            for p in results
+            if p.env == r.env
+            and p.impl == f"{r.impl}-1t"
+            and (p.num_envs, p.frame_skip) == (r.num_envs, r.frame_skip)
+        ]
+        if one:
+            row["vs gpuvec 1t same N"] = r.steps_per_s / one[0].steps_per_s
         out.append(row)
     return out
 
@@ -358,13 +413,14 @@ def _fmt_rate(x: float) -> str:
 def format_table(results: Sequence[Result]) -> str:
     """Markdown tables: every measurement, then the ratios."""
     lines = [
-        "| env | impl | frame_skip | num_envs | env-steps/s | call (us) | setup (s) |",
-        "|---|---|---|---|---|---|---|",
+        "| env | impl | frame_skip | num_envs | env-steps/s | call (us) | setup (s) "
+        "| first step (s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.env} | {r.impl} | {r.frame_skip} | {r.num_envs} | {_fmt_rate(r.steps_per_s)} "
-            f"| {r.call_us:.1f} | {r.setup_s:.2f} |"
+            f"| {r.call_us:.1f} | {r.setup_s:.2f} | {r.first_step_s:.2f} |"
         )
     rows = ratios(results)
     if rows:
@@ -376,6 +432,7 @@ def format_table(results: Sequence[Result]) -> str:
                 "vs gym-sync best",
                 "vs gym-async best",
                 "vs envpool-2t best",
+                "vs gpuvec 1t same N",
             )
             if any(k in row for row in rows)
         ]
@@ -438,6 +495,8 @@ def machine_info() -> dict[str, Any]:
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "cpu_count": os.cpu_count(),
         "cpu": platform.processor() or platform.machine(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
         "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
     }
     try:
@@ -503,6 +562,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-time", type=float, default=1.0, help="timed seconds per config")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument(
+        "--num-threads",
+        type=lambda s: [x if x == "auto" else int(x) for x in s.split(",") if x],
+        default=["auto"],
+        help="gpuvec num_threads values, comma-separated ('auto' or counts)",
+    )
+    p.add_argument(
+        "--competitor",
+        type=int,
+        default=0,
+        help="busy processes (while True: pass) running while configurations are timed",
+    )
     p.add_argument("--json", dest="json_path", default=None, help="write results as JSON")
     p.add_argument("--plot", dest="plot_path", default=None, help="write a log-log PNG")
     p.add_argument(
@@ -527,11 +598,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     info = machine_info()
     info["command"] = "gpuvec-bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    info["competitor_processes"] = args.competitor
     results = run_sweep(args)
     print(
         f"# torch {info['torch']}, {info['torch_threads']} torch threads, "
         f"OMP_NUM_THREADS={info['OMP_NUM_THREADS']}, {info['cpu_count']} CPUs, "
-        f"load {info.get('loadavg_1m', float('nan')):.2f}, device {args.device}"
+        f"load {info.get('loadavg_1m', float('nan')):.2f}, device {args.device}, "
+        f"ISA {info['cpu_capability']}, {args.competitor} busy competitor process(es)"
     )
     print(format_table(results))
     tuned = []

@@ -3,10 +3,13 @@
 :class:`RolloutCollector` runs ``policy(obs)`` and the env's pure step for ``num_steps``
 steps and writes observations, actions, rewards, flags and the policy's other outputs
 (log-probs, values, ...) into preallocated ``(T, N, ...)`` tensors. On CPU the whole T-step
-rollout is one compiled call (policy and env step as the body of a ``scan`` loop that runs
-in inductor's C++ wrapper; one compiled call per step where that fails); on CUDA it is
-captured once in a CUDA graph and every later :meth:`RolloutCollector.collect` is one graph
-replay. The buffers hold exactly what a hand-written loop of ``action = policy(obs)`` and
+rollout can be one compiled call (policy and env step as the body of a ``scan`` loop that
+runs in inductor's C++ wrapper), which pays where per-call overhead dominates (small N);
+inductor's loop allocates every intermediate buffer anew at each step, so at large N a
+plain loop of the policy and the env's own step is faster, and by default the collector
+times both on its first rollouts and keeps the faster. On CUDA the rollout is captured once
+in a CUDA graph and every later :meth:`RolloutCollector.collect` is one graph replay. The
+buffers hold exactly what a hand-written loop of ``action = policy(obs)`` and
 ``env.step(action)`` would give (``obs[t]`` is the observation ``actions[t]`` was chosen
 from), and the env's state advances as if it had been stepped.
 """
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import statistics
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -22,6 +27,7 @@ from typing import Any, NamedTuple
 import torch
 
 from gpuvec_envs import compiler
+from gpuvec_envs.compiler import threads
 from gpuvec_envs.compiler.strategies import fresh_function
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
 
@@ -32,6 +38,7 @@ from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
 SCAN_INDUCTOR_OPTIONS = {
     "cpp_wrapper": True,
     "unsafe_marked_cacheable_functions": {"torch.ops.higher_order.scan": "gpuvec-rollout-1"},
+    **threads.inductor_options(),
 }
 # Names of the compiled rollouts' code objects: the name is part of the cache key, so it is
 # a per-process counter (equal from run to run), not an id().
@@ -98,13 +105,25 @@ class RolloutCollector:
         num_steps: Rollout length T.
         backend: ``"compile"`` (compiled; default ``"auto"``) or ``"eager"``.
         cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph.
-        scan: Off CUDA graphs, compile the whole T-step rollout as one call (a
+        scan: Off CUDA graphs: ``True`` compiles the whole T-step rollout as one call (a
             ``torch._higher_order_ops.scan`` loop; ~18 us per step for CleanRL's CartPole
-            agent at N=4, against ~160 us for one compiled call per step). Otherwise (or
-            if compiling the scan fails) each step is one compiled call.
+            agent at N=4, against ~160 us for one compiled call per step); ``False``
+            compiles the policy and env step as one call per step; ``"auto"`` (default)
+            compiles the scan, then times it against a loop of the policy and the env's
+            own step (``kind == "env_step"``: what ``env.step(policy(obs))`` does) on
+            the first :attr:`TRIALS` rollouts of each, alternately, and keeps the
+            faster. A scan that fails to compile falls back to one compiled call per step.
+        num_threads: CPU threads of the compiled scan (default: the env's
+            ``num_threads``; see :mod:`gpuvec_envs.compiler.threads`).
 
     Actions are not validated (the hot path never reads back from the device).
+    With ``scan="auto"`` the path is chosen by timing, and the policy then runs compiled
+    (inside the scan) or eagerly: their float results can differ in the last bit, so for
+    bitwise reproducible rollouts pass ``scan=True`` or ``False``.
     """
+
+    #: Timed rollouts of each path before ``scan="auto"`` decides (after one untimed each).
+    TRIALS = 3
 
     def __init__(
         self,
@@ -114,12 +133,15 @@ class RolloutCollector:
         *,
         backend: str = "auto",
         cuda_graph: bool = True,
-        scan: bool = True,
+        scan: bool | str = "auto",
+        num_threads: int | str | None = None,
     ) -> None:
         if not isinstance(num_steps, int) or num_steps < 1:
             raise ValueError(f"num_steps must be a positive int, got {num_steps!r}")
         if backend not in ("auto", "compile", "eager"):
             raise ValueError(f"backend must be 'auto', 'compile' or 'eager', got {backend!r}")
+        if scan not in (True, False, "auto"):
+            raise ValueError(f"scan must be True, False or 'auto', got {scan!r}")
         self.env = getattr(env, "unwrapped", env)
         if not isinstance(self.env, GpuVecEnv):
             raise TypeError(f"expected a GpuVecEnv, got {type(env).__name__}")
@@ -127,7 +149,12 @@ class RolloutCollector:
         self.num_steps = num_steps
         self.backend = "eager" if backend == "eager" else "compile"
         self.use_cuda_graph = cuda_graph and self.env.device.type == "cuda"
-        self.use_scan = scan and self.backend == "compile"
+        self.use_scan = scan if self.backend == "compile" else False
+        self._threads = threads.ThreadControl(
+            self.env.num_threads if num_threads is None else num_threads
+        )
+        self._trial_times: dict[str, list[float]] = {"scan": [], "env_step": []}
+        self._clock = time.perf_counter
         e = self.env
         self._env_step = functools.partial(pure_step, e.env_def, e.params, e.cfg)
         self._fused_env_step: Callable[..., Any] | None = None
@@ -135,7 +162,7 @@ class RolloutCollector:
         self._graph: torch.cuda.CUDAGraph | None = None
         self._scan_fn: Callable[..., Any] | None = None
         self.buffers: Rollout | None = None
-        self.kind = "eager"  # how steps run: eager, compiled, scan or cuda_graph
+        self.kind = "eager"  # how steps run: eager, compiled, scan, env_step or cuda_graph
 
     # -- public ------------------------------------------------------------------------
     def collect(self) -> Rollout:
@@ -159,20 +186,68 @@ class RolloutCollector:
                     stacklevel=2,
                 )
                 self.use_cuda_graph, self._graph = False, None
+        if self.use_scan == "auto" and self._scan_fn is not None:
+            return self._collect_trial(state, obs)
+        if self.use_scan == "env_step":
+            return self._collect_env_step()
         if self.use_scan:
             try:
                 return self._collect_scan(state, obs)
             except Exception as exc:  # noqa: BLE001 - fall back to one compiled call per step
                 warnings.warn(
                     f"compiling the rollout as one scan failed ({type(exc).__name__}: {exc}); "
-                    "collecting with one compiled call per step",
+                    "collecting step by step",
                     RuntimeWarning,
                     stacklevel=2,
                 )
-                self.use_scan, self._scan_fn = False, None
+                auto = self.use_scan == "auto"
+                self.use_scan, self._scan_fn = ("env_step" if auto else False), None
+                if auto:
+                    return self._collect_env_step()
         return self._collect_loop(state, obs)
 
     # -- internals ---------------------------------------------------------------------
+    def _collect_trial(self, state: ShellState, obs: torch.Tensor) -> Rollout:
+        """``scan="auto"``: time the scan and the env-step loop in turn, then keep one."""
+        times = self._trial_times
+        path = "env_step" if len(times["env_step"]) < len(times["scan"]) else "scan"
+        t0 = self._clock()
+        if path == "scan":
+            out = self._collect_scan(state, obs)
+        else:
+            out = self._collect_env_step()
+        times[path].append(self._clock() - t0)
+        if min(len(v) for v in times.values()) > self.TRIALS:  # the first of each untimed
+            scan_s, step_s = (statistics.median(times[k][1:]) for k in ("scan", "env_step"))
+            self.use_scan = "scan" if scan_s <= step_s else "env_step"
+            self.kind = self.use_scan
+        return out
+
+    def _collect_env_step(self) -> Rollout:
+        """A loop of ``policy(obs)`` and the env's own step (its backend and threads)."""
+        env = self.env
+        step, control = env._step, env._threads
+        state = env._state
+        obs = env.env_def.observation(env.params, state.env)
+        b, flags, dtype = self.buffers, self._flags, env._action_dtype
+        with torch.no_grad():
+            for t in range(self.num_steps):
+                b.obs[t].copy_(obs)
+                action, extras = _split(self.policy(obs))
+                b.actions[t].copy_(action)
+                out = control(step, state, b.actions[t].to(dtype))
+                b.rewards[t].copy_(out.reward)
+                flags[0, t].copy_(out.terminated)
+                flags[1, t].copy_(out.truncated)
+                for k, v in extras.items():
+                    b.extras[k][t].copy_(v)
+                state, obs = out.state, out.obs
+        b.next_obs.copy_(obs)
+        env._state = state
+        if self.use_scan != "auto":
+            self.kind = "env_step"
+        return b
+
     def _allocate(self, state: ShellState, obs: torch.Tensor) -> None:
         """Preallocate the buffers from one eager policy call on the current obs."""
         t = self.num_steps
@@ -246,7 +321,7 @@ class RolloutCollector:
             self._scan_fn = self._build_scan_fn(state, obs)
         b = self.buffers
         with torch.no_grad():
-            leaves, next_obs, ys = self._scan_fn(self._flatten(state), obs)
+            leaves, next_obs, ys = self._threads(self._scan_fn, self._flatten(state), obs)
         o, action, reward, term, trunc, extras = ys
         for dst, src in ((b.obs, o), (b.actions, action), (b.rewards, reward)):
             dst.copy_(src)
@@ -256,7 +331,7 @@ class RolloutCollector:
             b.extras[k].copy_(v)
         b.next_obs.copy_(next_obs)
         self.env._state = self._unflatten_state(leaves)
-        if first:
+        if first or self.use_scan is True:
             self.kind = "scan"
         return b
 
@@ -353,7 +428,9 @@ class RolloutCollector:
         self.kind = "eager"
         if self.backend == "eager":
             return eager
-        compiled = torch.compile(eager, fullgraph=True, dynamic=False)
+        compiled = torch.compile(
+            eager, fullgraph=True, dynamic=False, options=threads.inductor_options()
+        )
         try:
             with torch.no_grad():
                 compiled(state, obs)  # compile now; the result is discarded

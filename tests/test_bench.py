@@ -113,3 +113,53 @@ def test_autotune_picks_the_fastest_within_budget():
     assert best["env_id"] == "gpuvec/CartPole-v1" and best["backend"] == "eager"
     with pytest.raises(ValueError, match="fits"):
         autotune("CartPole-v1", num_envs=(10**6,), backends=("eager",), memory_budget=1)
+
+
+def test_bench_competitor_threads_first_step_and_isa(tmp_path, capsys):
+    import torch
+
+    out_json = tmp_path / "c.json"
+    rc = bench.main(
+        [
+            "--envs",
+            "CartPole-v1",
+            "--num-envs",
+            "8",
+            "--backends",
+            "eager",
+            "--num-threads",
+            "auto,1",
+            "--peers",
+            "numpy",
+            "--competitor",
+            "1",
+            "--min-time",
+            "0.02",
+            "--repeats",
+            "3",
+            "--json",
+            str(out_json),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    data = json.loads(out_json.read_text())
+    assert data["machine"]["competitor_processes"] == 1
+    assert data["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    impls = {r["impl"]: r for r in data["results"]}
+    assert set(impls) == {"gpuvec-eager", "gpuvec-eager-1t", "gym-numpy"}
+    assert impls["gpuvec-eager-1t"]["num_threads"] == "1"
+    for name in ("gpuvec-eager", "gpuvec-eager-1t"):
+        r = impls[name]
+        assert 0 < r["first_step_s"] <= r["setup_s"]
+    row = next(x for x in data["ratios"] if x["impl"] == "gpuvec-eager")
+    assert row["vs gpuvec 1t same N"] == pytest.approx(
+        impls["gpuvec-eager"]["steps_per_s"] / impls["gpuvec-eager-1t"]["steps_per_s"]
+    )
+    assert "first step (s)" in capsys.readouterr().out
+
+
+def test_busy_processes_are_gone_afterwards():
+    with bench.busy_processes(2) as procs:
+        assert all(p.poll() is None for p in procs)
+    assert all(p.poll() is not None for p in procs)

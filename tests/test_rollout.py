@@ -101,7 +101,7 @@ def test_eager_collector_equals_loop():
 def test_scan_collector_equals_loop():
     """The default CPU path: the whole T-step rollout as one compiled scan call (a plain
     function as the policy: compiled by ``torch.compile``, which lifts its weights)."""
-    c = check_against_loop("compile", collects=3)
+    c = check_against_loop("compile", collects=3, scan=True)
     assert c.kind == "scan"
 
 
@@ -109,8 +109,43 @@ def test_scan_collector_with_module_policy_equals_loop():
     """An ``nn.Module`` policy: traced with its parameters and buffers as inputs straight
     into one ``compile_flat`` graph (no dynamo)."""
     before = flat.compiled_graphs
-    c = check_against_loop("compile", collects=3, module_policy=True)
+    c = check_against_loop("compile", collects=3, module_policy=True, scan=True)
     assert c.kind == "scan" and flat.compiled_graphs == before + 1
+
+
+def test_auto_collector_tries_both_paths_and_equals_loop():
+    """The default: the scan and the env's own step in turn, every rollout equal to the loop,
+    then the faster one kept."""
+    c = check_against_loop("compile", collects=2 + 2 * (RolloutCollector.TRIALS + 1))
+    assert c.kind in ("scan", "env_step") and c.use_scan == c.kind
+    assert [len(v) for v in c._trial_times.values()] == [RolloutCollector.TRIALS + 1] * 2
+
+
+@pytest.mark.parametrize("faster", ["scan", "env_step"])
+def test_auto_collector_keeps_the_faster_path(faster):
+    env = make()
+    env.reset(seed=0)
+    collector = RolloutCollector(env, lambda obs: obs[:, 2] > 0, 4)
+    now = [0.0]
+    collector._clock = lambda: now[0]
+    collector._scan_fn = object()  # as compiled: the trial phase starts
+    runs = []
+
+    def fake(path):
+        def run(*_):
+            runs.append(path)
+            now[0] += 1.0 if path == faster else 3.0
+            return collector.buffers
+
+        return run
+
+    collector._collect_scan, collector._collect_env_step = fake("scan"), fake("env_step")
+    for _ in range(2 * (RolloutCollector.TRIALS + 1) + 3):
+        collector.collect()
+    assert runs[: 2 * (RolloutCollector.TRIALS + 1)] == ["scan", "env_step"] * (
+        RolloutCollector.TRIALS + 1
+    )
+    assert runs[-3:] == [faster] * 3 and collector.kind == faster
 
 
 def test_compiled_step_collector_equals_loop():
@@ -126,6 +161,10 @@ def test_collector_rejects_bad_policy_output():
         RolloutCollector(env, lambda obs: torch.zeros(N + 1, dtype=torch.int64), 3).collect()
     with pytest.raises(TypeError, match="action"):
         RolloutCollector(env, lambda obs: {"a": obs}, 3).collect()
+    with pytest.raises(ValueError, match="scan"):
+        RolloutCollector(env, lambda obs: obs, 3, scan="yes")
+    with pytest.raises(ValueError, match="num_threads"):
+        RolloutCollector(env, lambda obs: obs, 3, num_threads=0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

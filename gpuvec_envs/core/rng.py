@@ -10,7 +10,9 @@ Uniform floats carry 24 random bits, exact in float32 and float64 alike.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 from collections.abc import Callable
 
 import torch
@@ -25,14 +27,66 @@ STEP = 0x51ED270B
 RESET = 0x2545F491
 
 
+#: How :func:`hash32` multiplies on the CPU: ``"auto"`` (shifts and adds where the CPU's
+#: vector ISA has no 64-bit integer multiply, i.e. below AVX-512), ``"shift"`` or ``"mul"``.
+#: From ``GPUVEC_RNG_MULTIPLY``; read when a step is traced. Both give the same bits.
+RNG_MULTIPLY = os.environ.get("GPUVEC_RNG_MULTIPLY", "auto")
+
+
+@functools.cache
+def _signed_digits(c: int) -> tuple[tuple[int, int], ...]:
+    """``c >= 0`` as ``sum(d * 2**k)`` with digits ``d`` in {-1, 1} (non-adjacent form)."""
+    out, k = [], 0
+    while c:
+        if c & 1:
+            d = 2 - (c & 3)  # +1 or -1, so that the next digit is 0
+            out.append((k, d))
+            c -= d
+        c >>= 1
+        k += 1
+    return tuple(out)
+
+
+def _times(x: torch.Tensor, c: int, shifts: bool) -> torch.Tensor:
+    """``x * c`` for a constant ``0 <= c < 2**16`` and ``0 <= x < 2**32`` (exact in int64)."""
+    if not shifts or c == 0:
+        return x * c
+    acc = None
+    for k, d in _signed_digits(c):
+        term = x << k if k else x
+        if acc is None:
+            acc = term if d > 0 else -term
+        else:
+            acc = acc + term if d > 0 else acc - term
+    return acc
+
+
+def _use_shifts(x: torch.Tensor) -> bool:
+    """Whether :func:`_mul32` multiplies by shifts and adds (see :data:`RNG_MULTIPLY`).
+
+    ATen's AVX2 vector type has no 64-bit multiply and multiplies lane by lane in scalar
+    code; shifts and adds of int64 vectors are single instructions there.
+    """
+    if RNG_MULTIPLY in ("shift", "mul"):
+        return RNG_MULTIPLY == "shift" and x.device.type == "cpu"
+    if RNG_MULTIPLY != "auto":
+        raise ValueError(f"GPUVEC_RNG_MULTIPLY must be auto, shift or mul, got {RNG_MULTIPLY!r}")
+    return x.device.type == "cpu" and not torch.backends.cpu.get_cpu_capability().startswith(
+        "AVX512"
+    )
+
+
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
     """``(x * c) mod 2**32`` for ``0 <= x < 2**32`` without int64 overflow.
 
     ``c`` is split in 16-bit halves so every product stays below 2**49: signed overflow is
     undefined behaviour in the C++ and CUDA code that inductor generates, so it is avoided.
+    Each product is a multiply or, on CPUs without a vector 64-bit multiply, a few shifts
+    and adds of the same value (:func:`_use_shifts`).
     """
-    lo = x * (c & 0xFFFF)
-    hi = ((x * (c >> 16)) & 0xFFFF) << 16
+    shifts = _use_shifts(x)
+    lo = _times(x, c & 0xFFFF, shifts)
+    hi = (_times(x, c >> 16, shifts) & 0xFFFF) << 16
     return (lo + hi) & MASK32
 
 

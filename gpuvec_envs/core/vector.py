@@ -21,7 +21,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch.utils import _pytree as pytree
 
-from gpuvec_envs.compiler import Backend, CompileReport, CompilerOptions, resolve
+from gpuvec_envs.compiler import Backend, CompileReport, CompilerOptions, resolve, threads
 from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
@@ -217,6 +217,10 @@ class GpuVecEnv(gym.vector.VectorEnv):
         frame_skip: Repeat each action this many simulation steps inside one step, summing
             rewards and stopping at the first termination or truncation.
         render_mode: ``None`` or a mode in the env's ``metadata["render_modes"]``.
+        num_threads: CPU threads of each step: ``"auto"`` (default: all of
+            ``torch.get_num_threads()``, fewer while calls run far slower than their calm
+            time, as when another process holds a core) or a positive int. Results do not
+            depend on it (:mod:`gpuvec_envs.compiler.threads`).
         params: The env's params dataclass; its fields may also be given as keywords.
         compiler_options: Switches of the compiled backend: a dict of overrides or a
             :class:`~gpuvec_envs.compiler.CompilerOptions` (see docs/compiler.md; the
@@ -241,12 +245,15 @@ class GpuVecEnv(gym.vector.VectorEnv):
         validate: bool = True,
         frame_skip: int = 1,
         render_mode: str | None = None,
+        num_threads: int | str = "auto",
         params: Any = None,
         compiler_options: CompilerOptions | Mapping[str, Any] | None = None,
         **param_kwargs: Any,
     ) -> None:
         self.compiler_options = resolve(compiler_options)
         self.env_def = resolve_env_def(env_def)
+        self.num_threads = threads.check_num_threads(num_threads)
+        self._threads = threads.ThreadControl(self.num_threads)
         self.params = params_from_kwargs(self.env_def.params_type, params, param_kwargs)
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
@@ -293,7 +300,15 @@ class GpuVecEnv(gym.vector.VectorEnv):
     ) -> Backend:
         """A state-first :class:`Backend` of a step function, with the env's compiler options."""
         tag = f"{type(self.env_def).__name__}_{id(self):x}{suffix}"
-        return Backend(fn, bound, backend, tag, state_first=True, compiler=self.compiler_options)
+        return Backend(
+            fn,
+            bound,
+            backend,
+            tag,
+            state_first=True,
+            compiler=self.compiler_options,
+            options=threads.inductor_options(),
+        )
 
     @property
     def backend(self) -> str:
@@ -415,7 +430,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         action = self.prepare_action(actions)
         if self._state is None:
             raise RuntimeError("call reset() before step()")
-        out = self._step(self._state, action)
+        out = self._threads(self._step, self._state, action)
         self._state = out.state
         terminated = out.terminated.view(torch.bool)
         truncated = out.truncated.view(torch.bool)
@@ -446,6 +461,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         """
         backend: Backend | None = None
         built_for: Any = None
+        control = threads.ThreadControl(self.num_threads)
 
         def fused(extra: Any, action: torch.Tensor) -> tuple[Any, Any]:
             nonlocal backend, built_for
@@ -455,7 +471,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 bound = (self.env_def, self.params, self.cfg, post)
                 backend = self._backend(fused_post_step, bound, self.backend, f"_{id(post):x}")
                 built_for = self.params
-            (self._state, extra), result = backend((self._state, extra), action)
+            (self._state, extra), result = control(backend, (self._state, extra), action)
             return extra, result
 
         return fused
