@@ -433,6 +433,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
             self._ready_numpy_dtype = torch.empty(0, dtype=self._action_dtype).numpy().dtype
 
         self._step = self._backend(pure_step, (self.env_def, self.params, self.cfg), backend)
+        # steps of earlier params, so that set_params back to them reuses their graphs
+        self._steps_by_params: dict[Any, Backend] = {}
         self._state: ShellState | None = None
 
     # -- properties ---------------------------------------------------------------------
@@ -488,7 +490,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
     def set_params(self, params: Any = None, **param_kwargs: Any) -> None:
         """Replace the env parameters (a params dataclass and/or changed fields as keywords).
 
-        Takes effect from the next step or reset; the compiled backend compiles a new graph.
+        Takes effect from the next step or reset; the compiled backend compiles a new graph
+        (or reuses the one of the last few params set before).
         Spaces keep their type, shape and dtype; their bounds follow the new parameters.
 
         Raises:
@@ -504,11 +507,18 @@ class GpuVecEnv(gym.vector.VectorEnv):
         for old, sp in pairs:
             if type(old) is not type(sp) or old.shape != sp.shape or old.dtype != sp.dtype:
                 raise ValueError(f"new params change a space from {old} to {sp}")
-        self.params = new
         self.single_observation_space, self.single_action_space = obs_space, act_space
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(act_space, self.num_envs)
-        self._step = self._backend(pure_step, (self.env_def, new, self.cfg), self.backend)
+        cache = self._steps_by_params
+        cache[self.params] = self._step
+        while len(cache) > 4:  # bounded: each holds a compiled graph and its buffers
+            del cache[next(iter(cache))]
+        self.params = new
+        step = cache.pop(new, None)
+        if step is None:
+            step = self._backend(pure_step, (self.env_def, new, self.cfg), self.backend)
+        self._step = step
 
     # -- gymnasium API ------------------------------------------------------------------
     def reset(
