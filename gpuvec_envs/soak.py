@@ -58,9 +58,9 @@ class SoakResult:
 
 def compiled_graphs() -> int:
     """Graphs compiled in this process: guard-free fused graphs plus torch.compile graphs."""
-    return getattr(fusion, "compiled_graphs", 0) + int(
-        torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    )
+    dynamo = sys.modules.get("torch._dynamo.utils")  # not imported: no dynamo graph yet
+    unique = int(dynamo.counters["stats"]["unique_graphs"]) if dynamo is not None else 0
+    return getattr(fusion, "compiled_graphs", 0) + unique
 
 
 def rss_mib() -> float:

@@ -543,7 +543,7 @@ class NormalizeObservation(_ObservationWrapper):
     """
 
     def __init__(self, env: VectorEnv, epsilon: float = 1e-8) -> None:
-        if epsilon <= 0:
+        if not epsilon > 0:  # NaN included
             raise ValueError(f"epsilon must be > 0, got {epsilon}")
         super().__init__(env)
         shape = self.env.single_observation_space.shape
@@ -635,7 +635,7 @@ class NormalizeReward(TensorWrapper):
     ) -> None:
         if not 0 <= gamma <= 1:
             raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-        if epsilon <= 0:
+        if not epsilon > 0:  # NaN included
             raise ValueError(f"epsilon must be > 0, got {epsilon}")
         super().__init__(env)
         self.gamma, self.epsilon, self.per_env = gamma, epsilon, per_env

@@ -198,6 +198,22 @@ def test_compiled_rewind_reaches_the_in_place_buffers(mode: AutoresetMode) -> No
     assert_sd_equal(eager.state_dict()["state"], sd["state"])
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
+@pytest.mark.parametrize("env_id", ALL_IDS)
+def test_compiled_rewind_of_every_env_and_mode(env_id: str, mode: AutoresetMode) -> None:
+    """The full matrix on the compiled backend: one compiled env per (ID, mode), rewound."""
+    env = make(env_id, 6, backend="compile", autoreset_mode=mode, max_episode_steps=13)
+    env.reset(seed=1)
+    acts = actions(env, 30, seed=4)
+    run(env, acts[:14])
+    sd = roundtrip(env.state_dict())
+    first = run(env, acts[14:])
+    env.load_state_dict(sd)
+    assert_outputs_equal(run(env, acts[14:]), first)
+    assert env.backend == "compile"
+
+
 @cuda
 @pytest.mark.parametrize("backend", ["eager", "compile"])
 def test_cpu_checkpoint_loads_onto_cuda_and_back(backend: str) -> None:

@@ -272,3 +272,18 @@ def test_sb3_ppo_run_resumed_from_a_checkpoint_equals_the_uninterrupted_run(tmp_
     a, b = straight.policy.state_dict(), resumed.policy.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
     np.testing.assert_array_equal(resumed._last_obs, straight._last_obs)
+
+
+@pytest.mark.slow
+def test_compiled_sb3_adapter_rewinds_through_the_fused_step() -> None:
+    """The adapter's fused step keeps env state and episode statistics in its buffers."""
+    env = make_sb3_vec_env(
+        "CartPole-v1", 8, seed=0, backend="compile", env_kwargs={"max_episode_steps": 11}
+    )
+    env.reset()
+    acts = random_actions(8, 40, 5)
+    sb3_run(env, acts[:15])
+    sd = env.state_dict()
+    first = sb3_run(env, acts[15:])
+    env.load_state_dict(sd)
+    assert_sb3_equal(sb3_run(env, acts[15:]), first)
