@@ -373,7 +373,7 @@ def test_validate_reports_the_env_and_field_of_a_nan() -> None:
 
 
 def test_validate_false_propagates_nan_and_check_finite_finds_it() -> None:
-    env = GpuVecEnv(_FaultyEnv(bad_env=1), 3, backend="eager", validate=False)
+    env = GpuVecEnv(_FaultyEnv(), 3, backend="eager", validate=False, bad_env=1)
     env.reset(seed=0)
     for _ in range(4):
         env.step(np.zeros(3, dtype=np.int64))

@@ -392,6 +392,8 @@ class SB3VecEnv(VecEnv):
         seeds = d["seeds"]
         if not isinstance(seeds, list) or len(seeds) != self.num_envs:
             raise ValueError(f"seeds must be a list of {self.num_envs} entries, got {seeds!r:.80}")
+        if not isinstance(d["episode"], (list, tuple)):
+            raise TypeError(f"episode must be a list, got {type(d['episode']).__name__}")
         episode = tuple(d["episode"])
         if episode:
             n, dev = self.num_envs, self.venv.device
@@ -404,9 +406,12 @@ class SB3VecEnv(VecEnv):
             episode = tuple(t.detach().to(dev, copy=True) for t in episode)
         elif self._monitor and d["venv"]["state"] is not None:
             raise ValueError("a monitored adapter's checkpoint after reset needs its episode")
+        elapsed = d["elapsed_time"]
+        if isinstance(elapsed, bool) or not isinstance(elapsed, (int, float)):
+            raise TypeError(f"elapsed_time must be a number, got {type(elapsed).__name__}")
         apply()
         self._episode = episode
-        self._t_start = time.time() - float(d["elapsed_time"])
+        self._t_start = time.time() - float(elapsed)
         self._seeds = list(seeds)
         self._actions = None
 
