@@ -69,7 +69,7 @@ class StepConfig:
     max_episode_steps: int | None
     frame_skip: int
     dtype: torch.dtype
-    check_finite: bool = False  # compute StepOut.probe (for validate=True)
+    check_finite: bool = False  # compute StepOut.probe (step() with validate=True)
 
 
 def resolve_env_def(env_def: EnvDef | str) -> EnvDef:
@@ -415,9 +415,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.autoreset_mode = as_autoreset_mode(autoreset_mode)
         self.validate = validate
         self.render_mode = render_mode
-        self.cfg = StepConfig(
-            self.autoreset_mode, max_episode_steps, frame_skip, self.dtype, bool(validate)
-        )
+        self.cfg = StepConfig(self.autoreset_mode, max_episode_steps, frame_skip, self.dtype)
+        # the step() graph also computes the finite probe that validate reads
+        self._step_cfg = dataclasses.replace(self.cfg, check_finite=bool(validate))
         self.metadata = {**self.env_def.metadata, "autoreset_mode": self.autoreset_mode}
 
         self.single_observation_space = self.env_def.observation_space(self.params, self.dtype)
@@ -432,7 +432,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if self.device.type == "cpu":
             self._ready_numpy_dtype = torch.empty(0, dtype=self._action_dtype).numpy().dtype
 
-        self._step = self._backend(pure_step, (self.env_def, self.params, self.cfg), backend)
+        self._step = self._backend(pure_step, (self.env_def, self.params, self._step_cfg), backend)
         # steps of earlier params, so that set_params back to them reuses their graphs
         self._steps_by_params: dict[Any, Backend] = {}
         self._state: ShellState | None = None
@@ -517,7 +517,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.params = new
         step = cache.pop(new, None)
         if step is None:
-            step = self._backend(pure_step, (self.env_def, new, self.cfg), self.backend)
+            step = self._backend(pure_step, (self.env_def, new, self._step_cfg), self.backend)
         self._step = step
 
     # -- gymnasium API ------------------------------------------------------------------
