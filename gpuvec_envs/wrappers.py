@@ -37,6 +37,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.utils import rescale_box
 
+from gpuvec_envs.core.checkpoint import FORMAT_VERSION, prepare_load
+from gpuvec_envs.core.vector import GpuVecEnv
+
 __all__ = [
     "ClipAction",
     "FlattenObservation",
@@ -75,6 +78,44 @@ def reset_mask_of(options: dict[str, Any] | None, device: torch.device) -> torch
     return torch.as_tensor(options["reset_mask"], device=device).to(torch.bool)
 
 
+def check_tensors(
+    current: dict[str, torch.Tensor],
+    d: Any,
+    where: str,
+    loose: dict[str, set[tuple[int, ...]]] | None = None,
+) -> dict[str, torch.Tensor]:
+    """Copies of the tensors of ``d`` on the device of ``current``, checked against it.
+
+    Args:
+        current: The tensors being replaced, by name.
+        d: The loaded dict.
+        where: Name for messages.
+        loose: Names whose shape may be any of the given shapes.
+
+    Raises:
+        TypeError: ``d`` is not a dict or holds a non-tensor.
+        ValueError: other keys, or a tensor of another shape or dtype.
+    """
+    if not isinstance(d, dict):
+        raise TypeError(f"{where} must be a dict, got {type(d).__name__}")
+    if set(d) != set(current):
+        missing, unexpected = sorted(set(current) - set(d)), sorted(set(d) - set(current))
+        raise ValueError(f"{where}: missing keys {missing}, unexpected keys {unexpected}")
+    out = {}
+    for name, cur in current.items():
+        t = d[name]
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{where}.{name} must be a tensor, got {type(t).__name__}")
+        shapes = (loose or {}).get(name, {tuple(cur.shape)})
+        if tuple(t.shape) not in shapes or t.dtype != cur.dtype:
+            raise ValueError(
+                f"{where}.{name}: expected {tuple(cur.shape)} {cur.dtype}, got "
+                f"{tuple(t.shape)} {t.dtype}"
+            )
+        out[name] = t.detach().to(cur.device, copy=True)
+    return out
+
+
 class RunningMeanStd:
     """Running mean and variance of batches, merged as gymnasium's ``RunningMeanStd``.
 
@@ -102,6 +143,23 @@ class RunningMeanStd:
         self.mean = torch.zeros(shape, dtype=self.dtype, device=device)
         self.var = torch.ones(shape, dtype=self.dtype, device=device)
         self.count = torch.tensor(epsilon, dtype=self.dtype, device=device)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Copies of ``mean``, ``var`` (sample shape) and ``count`` (0-dim or per component)."""
+        return {k: getattr(self, k).detach().clone() for k in ("mean", "var", "count")}
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Restore a :meth:`state_dict` (any device); raises as :func:`check_tensors`."""
+        self._prepare_load(state_dict, "RunningMeanStd")()
+
+    def _prepare_load(self, d: Any, where: str) -> Callable[[], None]:
+        counts = {(), tuple(self.mean.shape)}
+        new = check_tensors(self.state_dict(), d, where, loose={"count": counts})
+
+        def apply() -> None:
+            self.mean, self.var, self.count = new["mean"], new["var"], new["count"]
+
+        return apply
 
     def update(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> None:
         """Add a batch ``x`` of shape (B, *shape); ``weight`` (B,) bool/0-1 selects samples."""
@@ -157,6 +215,71 @@ class TensorWrapper(VectorWrapper):
         super().__init__(env)
         self.device = _device_of(env)
         self.autoreset_mode = autoreset_mode_of(env)
+
+    def state_dict(self) -> dict[str, Any]:
+        """This wrapper's running statistics and the wrapped env's state dict.
+
+        ``"stats"`` holds the wrapper's own tensors, ``"env"`` the wrapped env's
+        :meth:`state_dict` (``None`` if it has none), so the outermost wrapper's dict
+        checkpoints the whole stack.
+        """
+        inner = getattr(self.env, "state_dict", None)
+        return {
+            "format_version": FORMAT_VERSION,
+            "wrapper": type(self).__name__,
+            "stats": self._stats(),
+            "env": inner() if callable(inner) else None,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:
+        """Restore a :meth:`state_dict` into this wrapper and the envs it wraps.
+
+        Every level is validated before any is changed.
+
+        Raises:
+            TypeError, ValueError: another wrapper stack, env or shape; nothing changes.
+        """
+        self._prepare_load(state_dict, strict)()
+
+    def _stats(self) -> dict[str, Any]:
+        """The wrapper's own state (none by default)."""
+        return {}
+
+    def _prepare_stats(self, stats: Any) -> Callable[[], None]:
+        """Validate :meth:`_stats` output and return the function that applies it."""
+        check_tensors({}, stats, f"{type(self).__name__} stats")
+        return lambda: None
+
+    def _prepare_load(self, d: Any, strict: bool) -> Callable[[], None]:
+        name = type(self).__name__
+        if not isinstance(d, dict):
+            raise TypeError(f"a state dict must be a dict, got {type(d).__name__}")
+        keys = {"format_version", "wrapper", "stats", "env"}
+        if set(d) != keys and (strict or not keys <= set(d)):
+            missing, unexpected = sorted(keys - set(d)), sorted(set(d) - keys)
+            raise ValueError(f"{name} state dict: missing keys {missing}, unexpected {unexpected}")
+        if d["format_version"] != FORMAT_VERSION:
+            raise ValueError(f"unsupported checkpoint format_version {d['format_version']!r}")
+        if d["wrapper"] != name:
+            raise ValueError(f"checkpoint of a {d['wrapper']} wrapper, not {name}")
+        apply_stats = self._prepare_stats(d["stats"])
+        inner = self.env
+        if d["env"] is None:
+            if callable(getattr(inner, "state_dict", None)):
+                raise ValueError(f"{name} checkpoint has no state of the wrapped env")
+            apply_inner: Callable[[], None] = lambda: None  # noqa: E731
+        elif isinstance(inner, TensorWrapper):
+            apply_inner = inner._prepare_load(d["env"], strict)
+        elif isinstance(inner, GpuVecEnv):
+            apply_inner = prepare_load(inner, d["env"], strict)
+        else:
+            raise ValueError(f"{name} wraps {type(inner).__name__}, which has no state dict")
+
+        def apply() -> None:
+            apply_inner()
+            apply_stats()
+
+        return apply
 
 
 # -- episode statistics ---------------------------------------------------------------------
@@ -254,6 +377,29 @@ class RecordEpisodeStatistics(TensorWrapper):
         self.episode_returns, self.episode_lengths = returns, lengths
         self.episode_start_times, self.prev_dones = starts, dones
         return obs, rewards, terminations, truncations, infos
+
+    _STATS = ("episode_returns", "episode_lengths", "prev_dones", "_count", "_buf_r", "_buf_l")
+
+    def _stats(self) -> dict[str, Any]:
+        """Running episodes, episode count and ring buffers.
+
+        The running episodes are (N,) return, length, time so far [s] and previous dones.
+        """
+        self._flush()
+        out = {k.lstrip("_"): getattr(self, k).clone() for k in (*self._STATS, "_buf_t")}
+        out["episode_times"] = time.perf_counter() - self.episode_start_times
+        return out
+
+    def _prepare_stats(self, stats: Any) -> Callable[[], None]:
+        new = check_tensors(self._stats(), stats, "RecordEpisodeStatistics stats")
+
+        def apply() -> None:
+            self._pending = []
+            for k in (*self._STATS, "_buf_t"):
+                setattr(self, k, new[k.lstrip("_")])
+            self.episode_start_times = time.perf_counter() - new["episode_times"]
+
+        return apply
 
     def _flush(self) -> None:
         """Append the pending steps' ended episodes to the ring buffers, without a sync.
@@ -397,7 +543,7 @@ class NormalizeObservation(_ObservationWrapper):
     """
 
     def __init__(self, env: VectorEnv, epsilon: float = 1e-8) -> None:
-        if epsilon <= 0:
+        if not epsilon > 0:  # NaN included
             raise ValueError(f"epsilon must be > 0, got {epsilon}")
         super().__init__(env)
         shape = self.env.single_observation_space.shape
@@ -406,6 +552,17 @@ class NormalizeObservation(_ObservationWrapper):
         self.obs_rms = RunningMeanStd(shape, self.device)
         self.epsilon = epsilon
         self.update_running_mean = True
+
+    def _stats(self) -> dict[str, Any]:
+        """The observation statistics."""
+        return {"obs_rms": self.obs_rms.state_dict()}
+
+    def _prepare_stats(self, stats: Any) -> Callable[[], None]:
+        if not isinstance(stats, dict) or set(stats) != {"obs_rms"}:
+            raise ValueError(
+                f"NormalizeObservation stats must be {{'obs_rms': ...}}, got {stats!r:.80}"
+            )
+        return self.obs_rms._prepare_load(stats["obs_rms"], "NormalizeObservation obs_rms")
 
     def _normalize(self, obs: torch.Tensor) -> torch.Tensor:
         rms = self.obs_rms
@@ -478,7 +635,7 @@ class NormalizeReward(TensorWrapper):
     ) -> None:
         if not 0 <= gamma <= 1:
             raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-        if epsilon <= 0:
+        if not epsilon > 0:  # NaN included
             raise ValueError(f"epsilon must be > 0, got {epsilon}")
         super().__init__(env)
         self.gamma, self.epsilon, self.per_env = gamma, epsilon, per_env
@@ -488,6 +645,28 @@ class NormalizeReward(TensorWrapper):
         )
         self._prev_dones = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         self.update_running_mean = True
+
+    def _stats(self) -> dict[str, Any]:
+        """The return statistics, the (N,) discounted returns and the previous dones."""
+        return {
+            "return_rms": self.return_rms.state_dict(),
+            "accumulated_reward": self.accumulated_reward.clone(),
+            "prev_dones": self._prev_dones.clone(),
+        }
+
+    def _prepare_stats(self, stats: Any) -> Callable[[], None]:
+        if not isinstance(stats, dict) or "return_rms" not in stats:
+            raise ValueError(f"NormalizeReward stats need 'return_rms', got {stats!r:.80}")
+        apply_rms = self.return_rms._prepare_load(stats["return_rms"], "NormalizeReward return_rms")
+        current = {"accumulated_reward": self.accumulated_reward, "prev_dones": self._prev_dones}
+        rest = {k: v for k, v in stats.items() if k != "return_rms"}
+        new = check_tensors(current, rest, "NormalizeReward stats")
+
+        def apply() -> None:
+            apply_rms()
+            self.accumulated_reward, self._prev_dones = new["accumulated_reward"], new["prev_dones"]
+
+        return apply
 
     def reset(
         self, *, seed: Any = None, options: dict[str, Any] | None = None

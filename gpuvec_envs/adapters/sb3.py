@@ -51,6 +51,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (
     VecEnvStepReturn,
 )
 
+from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.vector import GpuVecEnv, StepOut, as_autoreset_mode
 from gpuvec_envs.registry import entry
 
@@ -349,6 +350,70 @@ class SB3VecEnv(VecEnv):
     def render(self, mode: str | None = None) -> np.ndarray | None:
         """Frames of all envs tiled into one image, as SB3's ``VecEnv.render``."""
         return super().render(mode=mode)
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The env's checkpoint (:meth:`GpuVecEnv.state_dict`) plus the adapter's own state.
+
+        That is the running episode return (N,) float64 and length (N,) int64 of
+        ``monitor``, the time since the adapter started [s] (episode ``"t"``), and the
+        seeds set by :meth:`seed` for the next reset. Reset options are not included.
+        """
+        return {
+            "format_version": checkpoint.FORMAT_VERSION,
+            "venv": self.venv.state_dict(),
+            "monitor": self._monitor,
+            "episode": [t.detach().clone() for t in self._episode],
+            "elapsed_time": time.time() - self._t_start,
+            "seeds": list(self._seeds),
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:
+        """Restore a :meth:`state_dict`; later steps are bitwise the saved adapter's.
+
+        Raises:
+            TypeError, ValueError: a checkpoint of another env or adapter configuration
+                (see :meth:`GpuVecEnv.load_state_dict`); nothing is changed.
+        """
+        d = state_dict
+        if not isinstance(d, dict):
+            raise TypeError(f"a state dict must be a dict, got {type(d).__name__}")
+        keys = {"format_version", "venv", "monitor", "episode", "elapsed_time", "seeds"}
+        if set(d) != keys and (strict or not keys <= set(d)):
+            raise ValueError(
+                f"SB3VecEnv state dict: missing keys {sorted(keys - set(d))}, unexpected "
+                f"keys {sorted(set(d) - keys)}"
+            )
+        if d["format_version"] != checkpoint.FORMAT_VERSION:
+            raise ValueError(f"unsupported checkpoint format_version {d['format_version']!r}")
+        apply = checkpoint.prepare_load(self.venv, d["venv"], strict)
+        if d["monitor"] != self._monitor:
+            raise ValueError(f"checkpoint has monitor={d['monitor']}, this adapter {self._monitor}")
+        seeds = d["seeds"]
+        if not isinstance(seeds, list) or len(seeds) != self.num_envs:
+            raise ValueError(f"seeds must be a list of {self.num_envs} entries, got {seeds!r:.80}")
+        if not isinstance(d["episode"], (list, tuple)):
+            raise TypeError(f"episode must be a list, got {type(d['episode']).__name__}")
+        episode = tuple(d["episode"])
+        if episode:
+            n, dev = self.num_envs, self.venv.device
+            like = (torch.float32 if dev.type == "mps" else torch.float64, torch.int64)
+            if len(episode) != 2 or not all(
+                isinstance(t, torch.Tensor) and t.shape == (n,) and t.dtype == dt
+                for t, dt in zip(episode, like, strict=True)
+            ):
+                raise ValueError(f"episode must be two (N,) tensors {like}, got {episode!r:.80}")
+            episode = tuple(t.detach().to(dev, copy=True) for t in episode)
+        elif self._monitor and d["venv"]["state"] is not None:
+            raise ValueError("a monitored adapter's checkpoint after reset needs its episode")
+        elapsed = d["elapsed_time"]
+        if isinstance(elapsed, bool) or not isinstance(elapsed, (int, float)):
+            raise TypeError(f"elapsed_time must be a number, got {type(elapsed).__name__}")
+        apply()
+        self._episode = episode
+        self._t_start = time.time() - float(elapsed)
+        self._seeds = list(seeds)
+        self._actions = None
 
     # -- attributes and methods, shared by the batch --------------------------------------
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:

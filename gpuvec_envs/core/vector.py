@@ -22,8 +22,10 @@ from gymnasium.vector.utils import batch_space
 from torch.utils import _pytree as pytree
 
 from gpuvec_envs.compiler import Backend, CompileReport, CompilerOptions, resolve, threads
+from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
+from gpuvec_envs.core.finite import check_finite, finite_probe, named_leaves
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
 
 _MAX_SEED = 2**63
@@ -52,6 +54,8 @@ class StepOut(NamedTuple):
     terminated: torch.Tensor  # (N,) uint8
     truncated: torch.Tensor  # (N,) uint8
     final_obs: torch.Tensor | None  # SAME_STEP: (N, *obs_shape) obs before the autoreset
+    # with StepConfig.check_finite: 0-dim float64, 0 if every float output is finite, else NaN
+    probe: torch.Tensor | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +66,7 @@ class StepConfig:
     max_episode_steps: int | None
     frame_skip: int
     dtype: torch.dtype
+    check_finite: bool = False  # compute StepOut.probe (step() with validate=True)
 
 
 def resolve_env_def(env_def: EnvDef | str) -> EnvDef:
@@ -167,6 +172,7 @@ def pure_step(
     new_state = ShellState(
         env, elapsed, counter + cfg.frame_skip, state.key0, state.key1, needs_reset
     )
+    checked = (*pytree.tree_leaves(env), obs, reward, final_obs)
     return StepOut(
         new_state,
         obs,
@@ -174,6 +180,7 @@ def pure_step(
         as_flag(terminated),
         as_flag(truncated),
         final_obs,
+        finite_probe(checked) if cfg.check_finite else None,
     )
 
 
@@ -212,8 +219,11 @@ class GpuVecEnv(gym.vector.VectorEnv):
             never).
         autoreset_mode: gymnasium's ``NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED``.
         backend: ``"eager"``, ``"compile"`` or ``"auto"`` (= compile).
-        validate: Check every action's shape, dtype, device and values (range, NaN). The
-            value checks read one flag back from the device per step; ``False`` skips them.
+        validate: Check every action's shape, dtype, device and values (range, NaN), and
+            that every step and reset leaves state, reward and observations finite
+            (``FloatingPointError`` naming the env and field otherwise). The value checks
+            read two values back from the device per step; ``False`` skips them (see
+            :meth:`check_finite`).
         frame_skip: Repeat each action this many simulation steps inside one step, summing
             rewards and stopping at the first termination or truncation.
         render_mode: ``None`` or a mode in the env's ``metadata["render_modes"]``.
@@ -277,6 +287,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.validate = validate
         self.render_mode = render_mode
         self.cfg = StepConfig(self.autoreset_mode, max_episode_steps, frame_skip, self.dtype)
+        # the step() graph also computes the finite probe that validate reads
+        self._step_cfg = dataclasses.replace(self.cfg, check_finite=bool(validate))
         self.metadata = {**self.env_def.metadata, "autoreset_mode": self.autoreset_mode}
 
         self.single_observation_space = self.env_def.observation_space(self.params, self.dtype)
@@ -291,7 +303,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if self.device.type == "cpu":
             self._ready_numpy_dtype = torch.empty(0, dtype=self._action_dtype).numpy().dtype
 
-        self._step = self._backend(pure_step, (self.env_def, self.params, self.cfg), backend)
+        self._step = self._backend(pure_step, (self.env_def, self.params, self._step_cfg), backend)
+        # steps of earlier params, so that set_params back to them reuses their graphs
+        self._steps_by_params: dict[Any, Backend] = {}
         self._state: ShellState | None = None
 
     # -- properties ---------------------------------------------------------------------
@@ -354,7 +368,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
     def set_params(self, params: Any = None, **param_kwargs: Any) -> None:
         """Replace the env parameters (a params dataclass and/or changed fields as keywords).
 
-        Takes effect from the next step or reset; the compiled backend compiles a new graph.
+        Takes effect from the next step or reset; the compiled backend compiles a new graph
+        (or reuses the one of the last few params set before).
         Spaces keep their type, shape and dtype; their bounds follow the new parameters.
 
         Raises:
@@ -370,11 +385,18 @@ class GpuVecEnv(gym.vector.VectorEnv):
         for old, sp in pairs:
             if type(old) is not type(sp) or old.shape != sp.shape or old.dtype != sp.dtype:
                 raise ValueError(f"new params change a space from {old} to {sp}")
-        self.params = new
         self.single_observation_space, self.single_action_space = obs_space, act_space
         self.observation_space = batch_space(obs_space, self.num_envs)
         self.action_space = batch_space(act_space, self.num_envs)
-        self._step = self._backend(pure_step, (self.env_def, new, self.cfg), self.backend)
+        cache = self._steps_by_params
+        cache[self.params] = self._step
+        while len(cache) > 4:  # bounded: each holds a compiled graph and its buffers
+            del cache[next(iter(cache))]
+        self.params = new
+        step = cache.pop(new, None)
+        if step is None:
+            step = self._backend(pure_step, (self.env_def, new, self._step_cfg), self.backend)
+        self._step = step
 
     # -- gymnasium API ------------------------------------------------------------------
     def reset(
@@ -414,7 +436,10 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if old is not None and mask is not None:
             state = select(mask, state, old)
         self._state = state
-        return self.env_def.observation(self.params, state.env), {}
+        obs = self.env_def.observation(self.params, state.env)
+        if self.validate:
+            self._check_outputs("reset", obs)
+        return obs, {}
 
     def step(
         self, actions: Any
@@ -432,6 +457,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
             raise RuntimeError("call reset() before step()")
         out = self._threads(self._step, self._state, action)
         self._state = out.state
+        if self.validate and (out.probe is None or not bool(out.probe == 0)):
+            self._check_outputs("step", out.obs, out.reward, out.final_obs)
         terminated = out.terminated.view(torch.bool)
         truncated = out.truncated.view(torch.bool)
         info: dict[str, Any] = {}
@@ -444,6 +471,45 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 "_final_info": done,
             }
         return out.obs, out.reward, terminated, truncated, info
+
+    # -- checkpoints and numerical faults -------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything later steps depend on, as cloned tensors and plain values.
+
+        Holds the env identity (EnvDef class, registered ID), params, batch size, dtype,
+        device, autoreset mode, time limit, frame skip and format version, and the shell
+        state (the env's state, step counters, RNG keys and counters, pending resets); see
+        :func:`gpuvec_envs.core.checkpoint.env_state_dict`. It pickles and loads with
+        ``torch.load(..., weights_only=True)``.
+        """
+        return checkpoint.env_state_dict(self)
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:
+        """Restore a :meth:`state_dict` (from any device) into this env.
+
+        Every later step is then bitwise the one the saved env would have taken.
+
+        Raises:
+            TypeError, ValueError: another env, ``num_envs``, dtype, autoreset mode, time
+                limit or frame skip, missing keys, wrong tensors (see
+                :func:`gpuvec_envs.core.checkpoint.prepare_load`); the env is unchanged.
+        """
+        checkpoint.prepare_load(self, state_dict, strict)()
+
+    def check_finite(self) -> None:
+        """Raise ``FloatingPointError`` naming the first env and state field with NaN/inf.
+
+        ``validate=True`` runs this after every step and reset; with ``validate=False``,
+        call it when wanted (it reads one value back from the device).
+        """
+        if self._state is not None:
+            check_finite(named_leaves(self._state.env, "state"), "the env")
+
+    def _check_outputs(self, when: str, obs: torch.Tensor, *more: torch.Tensor | None) -> None:
+        fields = [*named_leaves(self._state.env, "state"), ("obs", obs)]
+        named = zip(("reward", "final_obs"), more, strict=False)
+        fields += [(n, t) for n, t in named if t is not None]
+        check_finite(fields, when)
 
     def fuse(
         self, post: Callable[[StepOut, Any], tuple[Any, Any]]
