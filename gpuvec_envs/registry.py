@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from gpuvec_envs.core.single import GpuEnv
 from gpuvec_envs.core.vector import GpuVecEnv
@@ -115,15 +116,47 @@ def entry(env_id: str) -> EnvEntry:
     raise KeyError(f"no gpuvec env {env_id!r}; known: {[e.id for e in REGISTRY]}")
 
 
+def gym_register(
+    env_id: str, env_def: Any, max_episode_steps: int | None, kwargs: dict[str, Any]
+) -> EnvSpec:
+    """Register one ID with gymnasium: a single-env ``entry_point`` and a vector one.
+
+    Args:
+        env_id: The gymnasium ID.
+        env_def: An :class:`~gpuvec_envs.core.env.EnvDef` instance or ``"module:Class"``.
+        max_episode_steps: The time limit (``TimeLimit`` for ``make``, the shell's own for
+            ``make_vec``), or ``None``.
+        kwargs: Default keyword arguments of every ``make``/``make_vec`` call.
+
+    Returns:
+        The new spec.
+    """
+    gym.register(
+        id=env_id,
+        entry_point=functools.partial(GpuEnv, env_def),
+        vector_entry_point=functools.partial(GpuVecEnv, env_def),
+        max_episode_steps=max_episode_steps,
+        kwargs=dict(kwargs),
+    )
+    return gym.spec(env_id)
+
+
+def gym_id(env_id: str) -> str:
+    """The gymnasium ID of a built-in env (``gpuvec/`` namespace optional) or a registered one.
+
+    Raises:
+        KeyError: if ``env_id`` is neither.
+    """
+    try:
+        return entry(env_id).id
+    except KeyError:
+        if env_id in gym.registry:
+            return env_id
+        raise
+
+
 def register_all() -> None:
     """Register every entry with gymnasium (``make`` and ``make_vec``); idempotent."""
     for e in REGISTRY:
-        if e.id in gym.registry:
-            continue
-        gym.register(
-            id=e.id,
-            entry_point=functools.partial(GpuEnv, e.env_def),
-            vector_entry_point=functools.partial(GpuVecEnv, e.env_def),
-            max_episode_steps=e.max_episode_steps,
-            kwargs=dict(e.kwargs),
-        )
+        if e.id not in gym.registry:
+            gym_register(e.id, e.env_def, e.max_episode_steps, e.kwargs)
