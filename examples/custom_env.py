@@ -152,7 +152,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--algo", choices=("cleanrl", "sb3"), default="cleanrl")
     p.add_argument("--timesteps", type=int, default=300_000)
-    p.add_argument("--target-return", type=float, default=18.0)
+    p.add_argument("--target-return", type=float, default=20.0, help="CleanRL: stop here")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--learning-rate", type=float, default=1e-3, help="CleanRL PPO's")
     args = p.parse_args()

@@ -41,7 +41,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
-from gpuvec_envs.core.vector import GpuVecEnv
+from gpuvec_envs.core.vector import GpuVecEnv, as_dtype
+from gpuvec_envs.custom import env_def_instance
 
 #: Tensor methods that read a value back to the host, and what to say about each.
 _HOST_READS = {
@@ -249,17 +250,17 @@ def check_env_def(
     """Test an env against every rule of the :class:`EnvDef` contract.
 
     Runs ``reset``/``step``/``observation`` once under monitors (and, with ``trace``,
-    traces them with fake tensors), then ``steps`` steps of the shell (SAME_STEP
-    autoreset, seeded, fixed random actions) three times eagerly (twice with ``num_envs``
-    envs, once with ``2 * num_envs``) and, with ``compiled``, once on the compiled backend
-    from the same states.
+    traces them with fake tensors); if they pass, runs ``steps`` steps of the shell
+    (SAME_STEP autoreset, seeded, fixed random actions) three times eagerly (twice with
+    ``num_envs`` envs, once with ``2 * num_envs``) and, with ``compiled``, once on the
+    compiled backend from the same states.
 
     Args:
         env_def: An ``EnvDef`` subclass, instance or ``"module:Class"``.
         num_envs: Batch size N of the runs.
         steps: Steps per run.
         params: The env parameters (default: ``params_type()``).
-        dtype: Simulation float dtype.
+        dtype: Simulation float dtype (``torch.float32``, ``"float64"``...).
         device: Torch device of the runs.
         seed: Seed of the runs and of the sampled actions.
         trace: Also trace each method with fake tensors (seconds for a large step).
@@ -267,31 +268,33 @@ def check_env_def(
 
     Raises:
         TypeError: ``env_def`` is not an ``EnvDef``, or ``params`` not its params type.
-        ValueError: ``num_envs`` or ``steps`` is not a positive int.
+        ValueError: ``num_envs`` or ``steps`` is not a positive int, or a bad ``dtype``.
         EnvDefError: listing every violation found.
     """
-    from gpuvec_envs.custom import _instance
-
     for name, value in (("num_envs", num_envs), ("steps", steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     report = _Report()
     try:
-        env_def = _instance(env_def)
+        env_def = env_def_instance(env_def)
     except TypeError as exc:
         if isinstance(env_def, type) and issubclass(env_def, EnvDef):
             raise EnvDefError(env_def.__name__, [Violation("class", "contract", str(exc))]) from exc
         raise
     name = type(env_def).__name__
     params = params_from_kwargs(env_def.params_type, params, {})
-    device = torch.device(device)
+    device, dtype = torch.device(device), as_dtype(dtype)
     spaces = _check_spaces(env_def, params, dtype, report)
     if spaces is not None:
         state = _check_methods(
             env_def, params, dtype, device, num_envs, seed, spaces, trace, report
         )
-        if state is not None and not report.items:
-            _check_runs(env_def, params, dtype, device, num_envs, steps, seed, compiled, report)
+        if state is not None and not report.items:  # the shell needs working methods
+            try:
+                _check_runs(env_def, params, dtype, device, num_envs, steps, seed, compiled, report)
+            except Exception as exc:  # noqa: BLE001 - a failing run is a violation
+                where = _location(traceback.extract_tb(exc.__traceback__))
+                report.add("shell", "raises", f"{type(exc).__name__}: {exc}", where)
     if report.items:
         raise EnvDefError(name, report.items)
 

@@ -77,7 +77,7 @@ def register(
         )
     if env_id in gym.registry and not replace:
         raise ValueError(f"{env_id!r} is already registered; pass replace=True to replace it")
-    instance = _instance(env_def)
+    instance = env_def_instance(env_def)
     if max_episode_steps is not None and (
         isinstance(max_episode_steps, bool)
         or not isinstance(max_episode_steps, int)
@@ -92,8 +92,13 @@ def register(
     return gym_register(env_id, instance, max_episode_steps, default_kwargs)
 
 
-def _instance(env_def: Any) -> EnvDef:
-    """The :class:`EnvDef` instance that ``env_def`` names (see :func:`register`)."""
+def env_def_instance(env_def: Any) -> EnvDef:
+    """The :class:`EnvDef` instance that ``env_def`` names (see :func:`register`).
+
+    Raises:
+        TypeError: ``env_def`` is not an ``EnvDef`` subclass, instance or string.
+        ValueError: a malformed or unimportable ``"module:Class"``.
+    """
     if isinstance(env_def, str):
         if not _REF.match(env_def):
             raise ValueError(f"env_def string must be 'module:Class', got {env_def!r}")

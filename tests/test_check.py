@@ -66,8 +66,9 @@ def check(env_def: EnvDef, **kwargs) -> EnvDefError:
     return info.value
 
 
-def test_valid_env_passes_eager_traced_and_compiled():
-    check_env_def(Drift(), steps=12, trace=True, compiled=True)
+def test_valid_env_passes_eager_and_traced():
+    """(The compiled comparison runs on the example env in test_custom_env.py.)"""
+    check_env_def(Drift(), steps=12, trace=True, compiled=False)
     check_env_def(Drift, steps=4, dtype=torch.float64, compiled=False)
 
 

@@ -225,8 +225,9 @@ def test_rollout_collector_eager_and_compiled(scan):
 # -- learning (slow) ----------------------------------------------------------------------
 @pytest.mark.slow
 def test_cleanrl_ppo_learns_fruit_catch():
-    result = ex.train_cleanrl(300_000, target=18.0, seed=1)
-    assert result["mean_return"] >= 18.0, result
+    """Mean return of 50 episodes >= 20 of at most 22 (random play: about -2.5)."""
+    result = ex.train_cleanrl(300_000, target=20.0, seed=1)
+    assert result["mean_return"] >= 20.0, result
 
 
 @pytest.mark.slow
