@@ -180,7 +180,7 @@ def test_make_single_env_with_time_limit():
     assert env.render().shape == (160, 128, 3)
 
 
-@pytest.mark.parametrize("backend", ["eager", "compile"])
+@pytest.mark.parametrize("backend", ["eager", pytest.param("compile", marks=pytest.mark.slow)])
 def test_sb3_adapter(backend):
     venv = make_sb3_vec_env(ENV_ID, n_envs=4, seed=0, backend=backend)
     obs = venv.reset()
@@ -207,7 +207,7 @@ def test_tensor_wrappers():
     assert ended >= 6  # random play loses its 3 lives in well under 250 steps
 
 
-@pytest.mark.parametrize("scan", [False, True])
+@pytest.mark.parametrize("scan", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_rollout_collector_eager_and_compiled(scan):
     rollouts = {}
     for backend in ("eager", "compile"):
