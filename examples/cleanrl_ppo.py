@@ -58,7 +58,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="CPU threads of torch (small nets and batches: 1 is fastest)",
     )
     p.add_argument("--tensorboard", action=b, default=False, help="log to runs/ (needs it)")
-    p.add_argument("--env-id", default="CartPole-v1", help="without the gpuvec/ namespace")
+    p.add_argument(
+        "--env-id",
+        default="CartPole-v1",
+        help="a gpuvec ID without the gpuvec/ namespace, or a namespaced registered ID",
+    )
     p.add_argument("--env-backend", choices=("gpuvec", "gymnasium"), default="gpuvec")
     p.add_argument(
         "--step-backend",
@@ -116,7 +120,7 @@ def make_envs(args: argparse.Namespace, device: torch.device) -> gym.vector.Vect
     if args.env_backend == "gpuvec":
         # the fused rollout reads the raw env (episode statistics come from its buffers)
         envs = gym.make_vec(
-            f"gpuvec/{args.env_id}",
+            args.env_id if "/" in args.env_id else f"gpuvec/{args.env_id}",
             num_envs=args.num_envs,
             device=device,
             autoreset_mode=AutoresetMode.SAME_STEP,

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from gpuvec_envs.core.single import GpuEnv
 from gpuvec_envs.core.vector import GpuVecEnv
@@ -158,15 +159,54 @@ def _vector_env(env_id: str, *args: Any, compiler_options: Any = None, **kwargs:
     return GpuVecEnv(entry(env_id).env_def, *args, compiler_options=options, **kwargs)
 
 
+def gym_register(
+    env_id: str,
+    env_def: Any,
+    max_episode_steps: int | None,
+    kwargs: dict[str, Any],
+    vector_entry_point: Any = None,
+) -> EnvSpec:
+    """Register one ID with gymnasium: a single-env ``entry_point`` and a vector one.
+
+    Args:
+        env_id: The gymnasium ID.
+        env_def: An :class:`~gpuvec_envs.core.env.EnvDef` instance or ``"module:Class"``.
+        max_episode_steps: The time limit (``TimeLimit`` for ``make``, the shell's own for
+            ``make_vec``), or ``None``.
+        kwargs: Default keyword arguments of every ``make``/``make_vec`` call.
+        vector_entry_point: ``make_vec``'s entry point (default: a :class:`GpuVecEnv` of
+            ``env_def``).
+
+    Returns:
+        The new spec.
+    """
+    gym.register(
+        id=env_id,
+        entry_point=functools.partial(GpuEnv, env_def),
+        vector_entry_point=vector_entry_point or functools.partial(GpuVecEnv, env_def),
+        max_episode_steps=max_episode_steps,
+        kwargs=dict(kwargs),
+    )
+    return gym.spec(env_id)
+
+
+def gym_id(env_id: str) -> str:
+    """The gymnasium ID of a built-in env (``gpuvec/`` namespace optional) or a registered one.
+
+    Raises:
+        KeyError: if ``env_id`` is neither.
+    """
+    try:
+        return entry(env_id).id
+    except KeyError:
+        if env_id in gym.registry:
+            return env_id
+        raise
+
+
 def register_all() -> None:
     """Register every entry with gymnasium (``make`` and ``make_vec``); idempotent."""
     for e in REGISTRY:
-        if e.id in gym.registry:
-            continue
-        gym.register(
-            id=e.id,
-            entry_point=functools.partial(GpuEnv, e.env_def),
-            vector_entry_point=functools.partial(_vector_env, e.id),
-            max_episode_steps=e.max_episode_steps,
-            kwargs=dict(e.kwargs),
-        )
+        if e.id not in gym.registry:
+            vector = functools.partial(_vector_env, e.id)
+            gym_register(e.id, e.env_def, e.max_episode_steps, e.kwargs, vector)

@@ -53,7 +53,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 
 from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.vector import GpuVecEnv, StepOut, as_autoreset_mode
-from gpuvec_envs.registry import entry
+from gpuvec_envs.registry import gym_id
 
 __all__ = ["SB3VecEnv", "make_sb3_vec_env"]
 
@@ -585,7 +585,8 @@ def make_sb3_vec_env(
     ``make_sb3_vec_env("gpuvec/CartPole-v1", n_envs=8, seed=0)``.
 
     Args:
-        env_id: A gpuvec ID, with or without the ``gpuvec/`` namespace.
+        env_id: A gpuvec ID, with or without the ``gpuvec/`` namespace, or an ID
+            registered with :func:`gpuvec_envs.register`.
         n_envs: Number of envs in the batch.
         seed: Seeds env ``i`` with ``seed + i`` at the first ``reset()`` (as
             ``make_vec_env``) and seeds the action space; ``None``: random.
@@ -608,7 +609,7 @@ def make_sb3_vec_env(
         raise ValueError(f"SB3 needs autoreset_mode='same_step', got {mode}")
     kwargs.setdefault("backend", backend)
     venv = gym.make_vec(
-        entry(env_id).id,
+        gym_id(env_id),
         num_envs=n_envs,
         vectorization_mode="vector_entry_point",
         device=device,

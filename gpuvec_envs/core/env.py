@@ -8,6 +8,7 @@ device, dtype, time limits, autoreset, seeding, validation and backends.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -21,55 +22,151 @@ State = TypeVar("State", bound=tuple)
 Params = TypeVar("Params")
 
 
-class EnvDef(Generic[State, Params]):
-    """Pure batched definition of one environment.
+class EnvDef(abc.ABC, Generic[State, Params]):
+    """Pure batched definition of one environment: the contract every env implements.
 
-    Subclasses set :attr:`params_type` (a frozen dataclass of primary constants) and
-    implement the five methods below. Every method must be branch-free over envs (masks and
-    ``torch.where``), draw randomness only from the given :class:`Rng`, and never
-    synchronise with the host, so that the shell can compile a whole step into one graph.
+    A subclass sets :attr:`params_type` and implements the five abstract methods; ``render``
+    and :attr:`metadata` are optional. The shell calls ``reset``, ``step`` and
+    ``observation`` inside one compiled graph per step (autoreset included), so they obey
+    these rules (:func:`gpuvec_envs.check_env_def` tests each of them):
+
+    * Branch-free over envs: per-env choices are masks and ``torch.where``, never a Python
+      ``if`` on a tensor value, ``.item()``, ``bool()``, ``.tolist()`` or ``.numpy()`` (each
+      a host synchronisation) nor a data-dependent shape (``nonzero``, boolean indexing).
+      Python branches on ``params`` fields and dtypes are fine: they are trace-time
+      constants.
+    * Randomness only from the given :class:`Rng`, never ``torch.rand`` and friends, a
+      ``torch.Generator``, numpy or :mod:`random`: same seed, same trajectory, and env i's
+      draws do not depend on N, the device or the backend.
+    * Shapes, dtypes and devices as declared: everything has leading dimension N and lives
+      on ``rng.device`` (the state's device); ``step`` returns a state of exactly the
+      structure, shapes and dtypes it was given, which is also what ``reset`` returns.
+
+    The methods must not keep state on ``self``; one instance may serve many env batches.
+
+    Example::
+
+        class Coin(EnvDef[CoinState, CoinParams]):
+            params_type = CoinParams
+            ...
+
+        env = GpuVecEnv(Coin(), num_envs=1024)
     """
 
-    #: Frozen dataclass type holding the env's primary constants.
+    #: Frozen dataclass type holding the env's primary constants; every field has a
+    #: default. Checked when an instance is created.
     params_type: ClassVar[type]
-    #: Render modes etc., as in ``gymnasium.Env.metadata``.
+    #: As ``gymnasium.Env.metadata``; list ``"rgb_array"`` in ``"render_modes"`` only if
+    #: :meth:`render` is implemented.
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> EnvDef:
+        """Create an instance after checking :attr:`params_type` (see :func:`check_params_type`)."""
+        check_params_type(cls)
+        return super().__new__(cls)
+
+    @abc.abstractmethod
     def observation_space(self, params: Params, dtype: torch.dtype) -> gym.Space:
-        """Space of one env's observation for a simulation dtype."""
-        raise NotImplementedError
+        """Space of one env's observation.
 
+        Args:
+            params: The env parameters.
+            dtype: The simulation float dtype (``torch.float32`` or ``torch.float64``).
+
+        Returns:
+            A space whose ``shape`` and ``dtype`` are those of one row of
+            :meth:`observation` (a float ``Box`` usually uses ``dtype``).
+        """
+
+    @abc.abstractmethod
     def action_space(self, params: Params, dtype: torch.dtype) -> gym.Space:
-        """Space of one env's action (``Discrete`` or ``Box``)."""
-        raise NotImplementedError
+        """Space of one env's action.
 
+        Returns:
+            ``Discrete(n)`` (actions reach :meth:`step` as int64 of shape (N,)) or a
+            ``Box`` of the simulation ``dtype`` (actions of shape (N, *box.shape) in
+            ``dtype``).
+        """
+
+    @abc.abstractmethod
     def reset(
         self, params: Params, rng: Rng, dtype: torch.dtype, options: dict[str, Any] | None
     ) -> State:
-        """Sample N initial states (N = ``rng.num_envs``).
+        """Sample N initial states (N = ``rng.num_envs``, device ``rng.device``).
 
-        ``options`` holds the user's reset options (``None`` inside autoreset).
+        Args:
+            params: The env parameters.
+            rng: Draws of this reset (see :class:`Rng`).
+            dtype: The simulation float dtype for the state's float fields.
+            options: The user's ``reset(options=...)`` minus the shell's own keys; ``None``
+                inside autoreset, where the reset is traced into the step graph.
+
+        Returns:
+            A NamedTuple (possibly nested) of tensors of shape (N, ...).
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def step(
         self, params: Params, state: State, action: torch.Tensor, rng: Rng
     ) -> tuple[State, torch.Tensor, torch.Tensor]:
         """Advance N envs one step.
 
-        Returns:
-            ``(next_state, reward, terminated)``: reward shape (N,) in the state's float
-            dtype, terminated shape (N,) bool.
-        """
-        raise NotImplementedError
+        Args:
+            params: The env parameters.
+            state: The current state, as :meth:`reset` returns it.
+            action: Shape (N,) int64 for ``Discrete``, (N, *shape) float for ``Box``.
+            rng: Draws of this step.
 
+        Returns:
+            ``(next_state, reward, terminated)``: ``next_state`` of the same structure,
+            shapes and dtypes as ``state``; ``reward`` shape (N,) of any real dtype (float
+            or integer, not bool), which the shell casts to the simulation dtype;
+            ``terminated`` shape (N,) bool. Truncation is the shell's time limit.
+        """
+
+    @abc.abstractmethod
     def observation(self, params: Params, state: State) -> torch.Tensor:
-        """Observation of N envs, shape (N, *observation_space.shape)."""
-        raise NotImplementedError
+        """Observation of N envs.
+
+        Returns:
+            Shape (N, *observation_space.shape), of the space's dtype, every row inside the
+            space.
+        """
 
     def render(self, params: Params, state: State) -> torch.Tensor:
-        """RGB frames (N, H, W, 3) uint8 of the given states; envs with ``rgb_array`` only."""
+        """RGB frames of the given states, shape (N, H, W, 3) uint8; optional.
+
+        Implemented by envs whose ``metadata["render_modes"]`` lists ``"rgb_array"``.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not render")
+
+
+def check_params_type(cls: type) -> None:
+    """Check that an :class:`EnvDef` class declares a usable ``params_type``.
+
+    Raises:
+        TypeError: if ``params_type`` is missing, not a frozen dataclass, or has a field
+            without a default (the shell builds ``params_type()`` from keywords alone).
+    """
+    name = cls.__name__
+    ptype = getattr(cls, "params_type", None)
+    if ptype is None:
+        raise TypeError(f"{name}.params_type is not set; set it to a frozen dataclass type")
+    if not (isinstance(ptype, type) and dataclasses.is_dataclass(ptype)):
+        raise TypeError(f"{name}.params_type must be a dataclass type, got {ptype!r}")
+    if not ptype.__dataclass_params__.frozen:
+        raise TypeError(
+            f"{name}.params_type {ptype.__name__} must be frozen: "
+            "@dataclasses.dataclass(frozen=True)"
+        )
+    missing = dataclasses.MISSING
+    no_default = [
+        f.name
+        for f in dataclasses.fields(ptype)
+        if f.default is missing and f.default_factory is missing
+    ]
+    if no_default:
+        raise TypeError(f"{name}.params_type {ptype.__name__} fields need defaults: {no_default}")
 
 
 def params_from_kwargs(params_type: type, params: Any, kwargs: dict[str, Any]) -> Any:
