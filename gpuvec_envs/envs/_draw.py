@@ -102,16 +102,21 @@ def fill_polygon(
     Returns:
         ``frame``.
     """
+    xs, ys = xs.to(torch.float32), ys.to(torch.float32)  # exact enough for pixel tests
     ex, ey = xs.roll(-1, 1) - xs, ys.roll(-1, 1) - ys  # (N, K) edges
     area2 = (xs * ys.roll(-1, 1) - xs.roll(-1, 1) * ys).sum(1, keepdim=True)
     # unit inward normal scale: the cross product below becomes a signed distance [px]
     scale = torch.where(area2 >= 0, 1.0, -1.0) / torch.sqrt(ex * ex + ey * ey).clamp_min(1e-12)
-    x0, y0 = xs[:, None, None, :], ys[:, None, None, :]
-    ex, ey, scale = ex[:, None, None, :], ey[:, None, None, :], scale[:, None, None, :]
+    edges = [
+        tuple(t[:, k, None, None] for t in (xs, ys, ex, ey, scale)) for k in range(xs.shape[1])
+    ]
 
     def inside(px: torch.Tensor, py: torch.Tensor) -> torch.Tensor:
-        cross = ex * (py[..., None] - y0) - ey * (px[..., None] - x0)  # (N, h, w, K)
-        return (cross * scale >= -GROW).all(-1)
+        mask = None
+        for x0, y0, dx, dy, sc in edges:  # loops over the K edges, not over envs
+            edge = (dx * (py - y0) - dy * (px - x0)) * sc >= -GROW  # (N, h, w)
+            mask = edge if mask is None else mask & edge
+        return mask
 
     size = math.ceil(reach) + 2
     return _shape(frame, xs.min(1).values, ys.min(1).values, (size, size), inside, colour)
@@ -127,7 +132,7 @@ def fill_circle(
     of the centre pixel's centre.
     """
     r = radius + CIRCLE_GROW
-    ox, oy = cx + SAMPLE, cy + SAMPLE
+    ox, oy = cx.to(torch.float32) + SAMPLE, cy.to(torch.float32) + SAMPLE
 
     def inside(px: torch.Tensor, py: torch.Tensor) -> torch.Tensor:
         return (px - ox[:, None, None]).square() + (py - oy[:, None, None]).square() <= r * r
