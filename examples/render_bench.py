@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(5):
                 env.step(env.action_space.sample())
             ref = gym.vector.SyncVectorEnv(
-                [lambda: gym.make(ref_id, render_mode="rgb_array") for _ in range(n)]
+                [lambda r=ref_id: gym.make(r, render_mode="rgb_array") for _ in range(n)]
             )
             ref.reset(seed=0)
             ref.step(ref.action_space.sample())
