@@ -46,6 +46,7 @@ from gpuvec_envs.adapters.cleanrl import (
     episode_stats,
     to_torch,
 )
+from gpuvec_envs.video import record_video
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +63,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="CPU threads of torch (small nets and batches: 1 is fastest)",
     )
     p.add_argument("--tensorboard", action=b, default=False, help="log to runs/ (needs it)")
+    p.add_argument(
+        "--capture-video",
+        action=b,
+        default=False,
+        help="after training, record an episode of the agent to --video-dir/<run name>/",
+    )
+    p.add_argument("--video-dir", default="videos")
     p.add_argument("--env-id", default="Pendulum-v1", help="without the gpuvec/ namespace")
     p.add_argument("--env-backend", choices=("gpuvec", "gymnasium"), default="gpuvec")
     p.add_argument(
@@ -398,6 +406,19 @@ def main(argv: list[str] | None = None) -> dict:
         f"(CPU s: rollout {result['rollout_cpu_s']:.1f}, update {result['update_cpu_s']:.1f}, "
         f"first env step {result.get('first_step_cpu_s', 0.0):.1f})"
     )
+    if args.capture_video and args.env_backend == "gpuvec":
+        norm = envs  # the agent sees observations normalised by the training statistics
+        while not isinstance(norm, NormalizeObservation):
+            norm = norm.env
+        rms = norm.obs_rms
+
+        def policy(obs: torch.Tensor) -> torch.Tensor:  # the mean action
+            x = ((obs - rms.mean) / torch.sqrt(rms.var + norm.epsilon)).to(torch.float32)
+            return agent.actor_mean(torch.clamp(x, -10, 10))
+
+        result["videos"] = record_video(
+            args.env_id, policy, f"{args.video_dir}/{run_name}", seed=args.seed, device=device
+        )
     envs.close()
     if writer is not None:
         writer.close()

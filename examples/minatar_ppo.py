@@ -39,6 +39,7 @@ from torch.distributions.categorical import Categorical
 
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
 from gpuvec_envs.adapters.cleanrl import RecordEpisodeStatistics, episode_stats
+from gpuvec_envs.video import record_video
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,6 +56,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="CPU threads of torch (small nets and batches: 1 is fastest)",
     )
     p.add_argument("--tensorboard", action=b, default=False, help="log to runs/ (needs it)")
+    p.add_argument(
+        "--capture-video",
+        action=b,
+        default=False,
+        help="after training, record an episode of the agent to --video-dir/<run name>/",
+    )
+    p.add_argument("--video-dir", default="videos")
     p.add_argument("--env-id", default="MinAtar-Breakout-v1", help="without the gpuvec/ namespace")
     p.add_argument(
         "--step-backend",
@@ -367,6 +375,14 @@ def main(argv: list[str] | None = None) -> dict:
         f"first env step {result.get('first_step_cpu_s', 0.0):.1f})"
     )
     envs.close()
+    if args.capture_video:  # one episode of the trained agent, on a fresh rgb_array env
+        result["videos"] = record_video(
+            args.env_id,
+            lambda obs: agent.get_action_and_value(obs)[0],
+            f"{args.video_dir}/{run_name}",
+            seed=args.seed,
+            device=device,
+        )
     if writer is not None:
         writer.close()
     return result

@@ -65,3 +65,7 @@ class GpuEnv(gym.Env):
         """RGB frame in ``rgb_array`` mode."""
         frames = self._vec.render()
         return None if frames is None else frames[0]
+
+    def close(self) -> None:
+        """Close the underlying batch (and its ``human`` window)."""
+        self._vec.close()

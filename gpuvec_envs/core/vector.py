@@ -27,6 +27,7 @@ from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
 from gpuvec_envs.core.finite import check_finite, finite_probe, named_leaves
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
+from gpuvec_envs.viewer import HUMAN_MAX_ENVS, HumanWindow, tile
 
 _MAX_SEED = 2**63
 
@@ -286,6 +287,10 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.autoreset_mode = as_autoreset_mode(autoreset_mode)
         self.validate = validate
         self.render_mode = render_mode
+        self._window: HumanWindow | None = None
+        if render_mode == "human":  # fails here, not at the first step, without pygame
+            fps = self.env_def.metadata.get("render_fps")
+            self._window = HumanWindow(f"gpuvec {type(self.env_def).__name__}", fps)
         self.cfg = StepConfig(self.autoreset_mode, max_episode_steps, frame_skip, self.dtype)
         # the step() graph also computes the finite probe that validate reads
         self._step_cfg = dataclasses.replace(self.cfg, check_finite=bool(validate))
@@ -439,6 +444,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
         obs = self.env_def.observation(self.params, state.env)
         if self.validate:
             self._check_outputs("reset", obs)
+        if self._window is not None:
+            self.render()
         return obs, {}
 
     def step(
@@ -470,6 +477,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 "final_info": {},
                 "_final_info": done,
             }
+        if self._window is not None:
+            self.render()
         return out.obs, out.reward, terminated, truncated, info
 
     # -- checkpoints and numerical faults -------------------------------------------------
@@ -545,15 +554,47 @@ class GpuVecEnv(gym.vector.VectorEnv):
     def render(self, indices: Sequence[int] | None = None) -> tuple[np.ndarray, ...] | None:
         """RGB frames (H, W, 3) uint8 of every env, or of ``indices``, in ``rgb_array`` mode.
 
-        Frames are rasterised as one batch on the env's device, then copied to the host.
+        Frames are rasterised as one batch on the env's device, then copied to the host (for
+        the tensor batch without a copy, see :meth:`render_frames`). In ``human`` mode the
+        frames of ``indices`` (default: the first :data:`~gpuvec_envs.viewer.HUMAN_MAX_ENVS`
+        envs) are shown tiled in a pygame window, and ``None`` is returned.
         """
-        if self.render_mode != "rgb_array" or self._state is None:
+        if self.render_mode is None or self._state is None:
             return None
+        if self._window is not None:
+            shown = range(min(self.num_envs, HUMAN_MAX_ENVS)) if indices is None else indices
+            self._window.show(tile(self.render_frames(shown)).cpu().numpy())
+            return None
+        return tuple(self.render_frames(indices).cpu().numpy())
+
+    def render_frames(self, indices: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+        """RGB frames of the current states as one (M, H, W, 3) uint8 tensor on the device.
+
+        Works in any ``render_mode`` of an env that renders; nothing is copied to the host.
+
+        Args:
+            indices: Envs to draw (M of them, in this order, repeats allowed): ints, or an
+                int64 tensor; ``None`` draws all N.
+
+        Raises:
+            NotImplementedError: the env has no ``rgb_array`` rendering.
+            RuntimeError: before the first ``reset``.
+            TypeError, ValueError: ``indices`` that are not integers in ``[0, N)``.
+        """
+        if "rgb_array" not in self.env_def.metadata.get("render_modes", []):
+            raise NotImplementedError(f"{type(self.env_def).__name__} does not render")
+        if self._state is None:
+            raise RuntimeError("call reset() before render_frames()")
         state = self._state.env
         if indices is not None:
-            index = torch.as_tensor(list(indices), dtype=torch.int64, device=self.device)
+            index = self._render_index(indices)
             state = pytree.tree_map(lambda t: t[index], state)
-        return tuple(self.env_def.render(self.params, state).cpu().numpy())
+        return self.env_def.render(self.params, state)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close the ``human`` window, if any."""
+        if self._window is not None:
+            self._window.close()
 
     def __repr__(self) -> str:
         """Name, batch size, device and backend."""
@@ -649,6 +690,21 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 out.append(int(s))
             return torch.tensor(out, dtype=torch.int64, device=self.device)
         raise TypeError(f"seed must be an int, a list of ints or None, got {type(seed).__name__}")
+
+    def _render_index(self, indices: Sequence[int] | torch.Tensor) -> torch.Tensor:
+        """``indices`` as a 1-D int64 tensor on the device, checked to lie in ``[0, N)``."""
+        if isinstance(indices, torch.Tensor):
+            t = indices
+        else:
+            values = list(indices)
+            if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in values):
+                raise TypeError(f"render indices must be ints, got {values!r}")
+            t = torch.tensor(values, dtype=torch.int64)
+        if t.dtype != torch.int64 or t.dim() != 1:
+            raise TypeError(f"render indices must be a 1-D int64 tensor, got {t.dtype} {t.dim()}-D")
+        if t.numel() and bool(((t < 0) | (t >= self.num_envs)).any()):
+            raise ValueError(f"render indices must lie in [0, {self.num_envs}), got {t.tolist()}")
+        return t.to(self.device)
 
     def _reset_mask(self, mask: Any) -> torch.Tensor | None:
         if mask is None:

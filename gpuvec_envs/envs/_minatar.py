@@ -13,6 +13,8 @@ across resets of the same ``Environment`` object).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
@@ -30,6 +32,30 @@ ROW = (1 << 10) - 1  # one row of a word
 WORD = (1 << 50) - 1  # five rows
 COL0 = sum(1 << (10 * k) for k in range(5))  # column 0 of the five rows of a word
 COL9 = COL0 << 9
+
+
+#: Side of one of the 10x10 cells in a rendered frame [px].
+CELL_PIXELS = 16
+
+
+@functools.cache
+def palette(n_channels: int) -> tuple[tuple[int, int, int], ...]:
+    """The colour map of minatar: black, then ``n_channels`` colours of seaborn's "cubehelix".
+
+    seaborn samples matplotlib's 256-entry cubehelix colormap at ``k / (n + 1)``,
+    ``k = 1..n``; returned here as uint8 RGB (rounded from minatar's floats in [0, 1]).
+    """
+    out = [(0, 0, 0)]
+    for k in range(1, n_channels + 1):
+        t = min(int(k / (n_channels + 1) * 256), 255) / 255  # matplotlib's lookup table
+        amp = t * (1 - t) / 2
+        phi = 2 * math.pi * (0.5 / 3 - 1.5 * t)
+        rgb = (
+            t + amp * (p0 * math.cos(phi) + p1 * math.sin(phi))
+            for p0, p1 in ((-0.14861, 1.78277), (-0.29227, -0.90649), (1.97294, 0.0))
+        )
+        out.append(tuple(round(255 * min(max(c, 0.0), 1.0)) for c in rgb))
+    return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +78,7 @@ class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
     """Base of the MinAtar games; subclasses set the class constants and ``game_*`` methods."""
 
     params_type = MinAtarParams
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 20}
     #: Number of observation channels C.
     n_channels: ClassVar[int]
     #: The game's minimal action set as full action indices.
@@ -111,3 +138,20 @@ class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
     def observation(self, params: MinAtarParams, state: MinAtarState) -> torch.Tensor:
         """(N, 10, 10, C) bool."""
         return self.game_observation(params, state.game)
+
+    def render(self, params: MinAtarParams, state: MinAtarState) -> torch.Tensor:
+        """(N, 160, 160, 3) uint8 frames: each cell in the colour of its highest set channel.
+
+        As minatar's ``rgb_array`` (black for an empty cell, else ``palette[c + 1]`` for
+        the last channel ``c`` set), each cell scaled up to ``CELL_PIXELS`` pixels.
+        """
+        obs = self.game_observation(params, state.game)  # (N, 10, 10, C) bool
+        dev = obs.device
+        channel = torch.arange(1, self.n_channels + 1, dtype=torch.uint8, device=dev)
+        index = (obs.to(torch.uint8) * channel).amax(-1)  # (N, 10, 10)
+        table = torch.tensor(palette(self.n_channels), dtype=torch.uint8, device=dev)
+        cells = table[index.long()]  # (N, 10, 10, 3)
+        n, rows, cols, _ = cells.shape
+        k = CELL_PIXELS
+        big = cells[:, :, None, :, None, :].expand(n, rows, k, cols, k, 3)
+        return big.reshape(n, rows * k, cols * k, 3)

@@ -30,11 +30,15 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
+from gpuvec_envs.envs import _draw as draw
 from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
 
 #: Conditional subtractions (and additions) of ``2 pi`` in :func:`wrap`. One RK4 step from
 #: any state within the velocity bounds moves an angle to at most ~29.8 rad (5 shifts).
 WRAP_ITERS = 6
+
+WHITE, BLACK = (255, 255, 255), (0, 0, 0)
+LINK, JOINT = (0, 204, 204), (204, 204, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,10 +213,39 @@ def observation(params: AcrobotParams, s: AcrobotState) -> torch.Tensor:
     )
 
 
+def render_frames(params: AcrobotParams, s: AcrobotState, size: int = 500) -> torch.Tensor:
+    """(N, size, size, 3) uint8 RGB frames drawn like gymnasium's pygame renderer.
+
+    Same geometry, colours and drawing order (ground line, then each link and its joint;
+    y up), rasterised for the whole batch without anti-aliasing.
+    """
+    p = params
+    bound = p.link_length_1 + p.link_length_2 + 0.2
+    scale = size / (bound * 2)
+    offset = size / 2
+    th1, th2 = s.theta1.double(), s.theta2.double()
+    frame = draw.blank(th1.shape[0], size, size, WHITE, th1.device)
+    zero = torch.zeros_like(th1)
+    ground_y = int(1 * scale + offset)
+    draw.fill_box(frame, zero.long(), zero.long() + ground_y, size - 1, 0, BLACK)
+    x1 = p.link_length_1 * torch.sin(th1) * scale + offset
+    y1 = -p.link_length_1 * torch.cos(th1) * scale + offset
+    joints = ((zero + offset, zero + offset), (x1, y1))
+    thetas = (th1 - math.pi / 2, th1 + th2 - math.pi / 2)
+    lengths = (p.link_length_1 * scale, p.link_length_2 * scale)
+    half, radius = 0.1 * scale, int(0.1 * scale)
+    for (x, y), th, length in zip(joints, thetas, lengths, strict=True):
+        xs, ys = draw.rotated_rect(0, length, -half, half, th, x, y)
+        draw.fill_polygon(frame, xs, ys, math.hypot(length, 2 * half), LINK)
+        draw.fill_circle(frame, torch.trunc(x), torch.trunc(y), radius, JOINT)
+    return frame
+
+
 class Acrobot(EnvDef[AcrobotState, AcrobotParams]):
     """Acrobot-v1 (500 steps by registration)."""
 
     params_type = AcrobotParams
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 15}
 
     def observation_space(self, params: AcrobotParams, dtype: torch.dtype) -> gym.Space:
         """Box(6,): cos/sin in ``[-1, 1]``, velocities within their bounds, as gymnasium."""
@@ -248,3 +281,7 @@ class Acrobot(EnvDef[AcrobotState, AcrobotParams]):
     def observation(self, params: AcrobotParams, state: AcrobotState) -> torch.Tensor:
         """(N, 6) observation."""
         return observation(params, state)
+
+    def render(self, params: AcrobotParams, state: AcrobotState) -> torch.Tensor:
+        """(N, 500, 500, 3) uint8 frames."""
+        return render_frames(params, state)

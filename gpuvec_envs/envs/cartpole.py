@@ -19,7 +19,11 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
+from gpuvec_envs.envs import _draw as draw
 from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
+
+WHITE, BLACK = (255, 255, 255), (0, 0, 0)
+POLE, AXLE = (202, 152, 101), (129, 132, 203)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,33 +120,31 @@ def render_frames(
 ) -> torch.Tensor:
     """(N, height, width, 3) uint8 RGB frames drawn like gymnasium's pygame renderer.
 
-    Same geometry and colours (cart, pole, axle, track; y up), rasterised with tensor ops and
-    without anti-aliasing, so frames match gymnasium's closely but not pixel for pixel.
+    Same geometry, colours and drawing order (cart, pole, axle, track; y up), rasterised
+    for the whole batch by :mod:`gpuvec_envs.envs._draw` without anti-aliasing.
     """
-    dev = s.x.device
     scale = width / (params.x_threshold * 2)
     pole_w, pole_len, cart_w, cart_h, cart_y = 10.0, scale * 2 * params.length, 50.0, 30.0, 100
-    px = (torch.arange(width, device=dev, dtype=torch.float64) + 0.5)[None, None, :]
-    py = (height - 1 - torch.arange(height, device=dev, dtype=torch.float64) + 0.5)[None, :, None]
-    cart_x = (s.x.double() * scale + width / 2.0)[:, None, None]
-    theta = s.theta.double()[:, None, None]
-    sin, cos = torch.sin(theta), torch.cos(theta)
     axle_y = cart_y + cart_h / 4.0
-    dx, dy = px - cart_x, py - axle_y
-    along, across = dx * sin + dy * cos, dx * cos - dy * sin
-    track = (py - cart_y).abs() <= 0.5
-    cart = ((px - cart_x).abs() <= cart_w / 2) & ((py - cart_y).abs() <= cart_h / 2)
-    pole = (along >= -pole_w / 2) & (along <= pole_len - pole_w / 2) & (across.abs() <= pole_w / 2)
-    axle = dx.square() + dy.square() <= (pole_w / 2) ** 2
-    frame = torch.full((s.x.shape[0], height, width, 3), 255, dtype=torch.uint8, device=dev)
-    for mask, rgb in (
-        (track, (0, 0, 0)),
-        (cart, (0, 0, 0)),
-        (pole, (202, 152, 101)),
-        (axle, (129, 132, 203)),
-    ):
-        colour = torch.tensor(rgb, dtype=torch.uint8, device=dev)
-        frame = torch.where(mask.expand(frame.shape[:3])[..., None], colour, frame)
+    cart_x = s.x.double() * scale + width / 2.0  # (N,) [px]
+    frame = draw.blank(s.x.shape[0], height, width, WHITE, s.x.device)
+    zero = torch.zeros_like(cart_x)
+    xs, ys = draw.rotated_rect(
+        -cart_w / 2, cart_w / 2, -cart_h / 2, cart_h / 2, zero, cart_x, zero + cart_y
+    )
+    draw.fill_polygon(frame, xs, ys, cart_w, BLACK)
+    xs, ys = draw.rotated_rect(
+        -pole_w / 2,
+        pole_w / 2,
+        -pole_w / 2,
+        pole_len - pole_w / 2,
+        -s.theta.double(),
+        cart_x,
+        zero + axle_y,
+    )
+    draw.fill_polygon(frame, xs, ys, math.hypot(pole_w, pole_len), POLE)
+    draw.fill_circle(frame, torch.trunc(cart_x), zero + int(axle_y), int(pole_w / 2), AXLE)
+    draw.fill_box(frame, zero.long(), zero.long() + cart_y, width, 0, BLACK)
     return frame
 
 
@@ -155,7 +157,7 @@ class CartPole(EnvDef[CartPoleState, CartPoleParams]):
     """CartPole-v1 / v0 (the episode length is the registration's time limit)."""
 
     params_type = CartPoleParams
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 50}
 
     def observation_space(self, params: CartPoleParams, dtype: torch.dtype) -> gym.Space:
         """Box(4,) bounded at twice the termination thresholds, as gymnasium."""

@@ -33,7 +33,12 @@ import torch
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
-from gpuvec_envs.envs.mountain_car import clip_state, observation_space, reset_sample
+from gpuvec_envs.envs.mountain_car import (
+    clip_state,
+    observation_space,
+    render_frames,
+    reset_sample,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +107,7 @@ class ContinuousMountainCar(EnvDef[ContinuousMountainCarState, ContinuousMountai
     """MountainCarContinuous-v0 (999 steps by registration)."""
 
     params_type = ContinuousMountainCarParams
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 30}
 
     def observation_space(
         self, params: ContinuousMountainCarParams, dtype: torch.dtype
@@ -146,3 +152,9 @@ class ContinuousMountainCar(EnvDef[ContinuousMountainCarState, ContinuousMountai
     ) -> torch.Tensor:
         """(N, 2) observation."""
         return observation(params, state)
+
+    def render(
+        self, params: ContinuousMountainCarParams, state: ContinuousMountainCarState
+    ) -> torch.Tensor:
+        """(N, 400, 600, 3) uint8 frames."""
+        return render_frames(params, state)

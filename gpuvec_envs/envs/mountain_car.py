@@ -15,6 +15,8 @@ the clipped value is ``float32(min_position)``.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -23,7 +25,10 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
+from gpuvec_envs.envs import _draw as draw
 from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
+
+WHITE, BLACK, WHEEL, FLAG = (255, 255, 255), (0, 0, 0), (128, 128, 128), (204, 204, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,10 +121,59 @@ def observation_space(params: Any, dtype: torch.dtype) -> gym.spaces.Box:
     return gym.spaces.Box(low.astype(nd), high.astype(nd), dtype=nd)
 
 
+def _height(x: Any) -> Any:
+    """Hill height [m] at position ``x`` [m] (numpy or torch), as gymnasium's ``_height``."""
+    return (torch.sin(3 * x) if isinstance(x, torch.Tensor) else np.sin(3 * x)) * 0.45 + 0.55
+
+
+@functools.lru_cache(maxsize=16)
+def _scenery(
+    min_position: float, max_position: float, width: int, height: int, device: torch.device
+) -> torch.Tensor:
+    """(height, width) bool mask of the hill line, drawn once per geometry and device."""
+    scale = width / (max_position - min_position)
+    xs = torch.linspace(min_position, max_position, 100, dtype=torch.float64, device=device)
+    return draw.polyline_mask(height, width, (xs - min_position) * scale, _height(xs) * scale)
+
+
+def render_frames(params: Any, s: Any, width: int = 600, height: int = 400) -> torch.Tensor:
+    """(N, height, width, 3) uint8 RGB frames drawn like gymnasium's pygame renderer.
+
+    Same geometry, colours and drawing order (hill, car, wheels, flag; y up) for
+    MountainCar and MountainCarContinuous (``params`` of either, ``s`` with a ``position``
+    field (N,) [m]), rasterised for the whole batch without anti-aliasing.
+    """
+    p = params
+    scale = width / (p.max_position - p.min_position)
+    car_w, car_h, clearance = 40, 20, 10
+    pos = s.position.double()
+    dev = pos.device
+    frame = draw.blank(pos.shape[0], height, width, WHITE, dev)
+    draw.paint_mask(frame, _scenery(p.min_position, p.max_position, width, height, dev), BLACK)
+    angle = torch.cos(3 * pos)
+    ox, oy = (pos - p.min_position) * scale, clearance + _height(pos) * scale
+    xs, ys = draw.rotated_rect(-car_w / 2, car_w / 2, 0, car_h, angle, ox, oy)
+    draw.fill_polygon(frame, xs, ys, math.hypot(car_w, car_h), BLACK)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    for dx in (car_w / 4, -car_w / 4):
+        wx, wy = torch.trunc(dx * cos + ox), torch.trunc(dx * sin + oy)
+        draw.fill_circle(frame, wx, wy, int(car_h / 2.5), WHEEL)
+    flag_x = int((p.goal_position - p.min_position) * scale)
+    flag_y1 = int(_height(p.goal_position) * scale)
+    flag_y2 = flag_y1 + 50
+    zero = torch.zeros_like(pos)
+    draw.fill_box(frame, zero.long() + flag_x, zero.long() + flag_y1, 0, flag_y2 - flag_y1, BLACK)
+    fx = zero[:, None] + torch.tensor([flag_x, flag_x, flag_x + 25.0], device=dev)
+    fy = zero[:, None] + torch.tensor([flag_y2, flag_y2 - 10.0, flag_y2 - 5.0], device=dev)
+    draw.fill_polygon(frame, fx, fy, 25.0, FLAG)
+    return frame
+
+
 class MountainCar(EnvDef[MountainCarState, MountainCarParams]):
     """MountainCar-v0 (200 steps by registration)."""
 
     params_type = MountainCarParams
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 30}
 
     def observation_space(self, params: MountainCarParams, dtype: torch.dtype) -> gym.Space:
         """Box(2,) bounded by the walls and the speed limit, as gymnasium."""
@@ -155,3 +209,7 @@ class MountainCar(EnvDef[MountainCarState, MountainCarParams]):
     def observation(self, params: MountainCarParams, state: MountainCarState) -> torch.Tensor:
         """(N, 2) observation."""
         return observation(params, state)
+
+    def render(self, params: MountainCarParams, state: MountainCarState) -> torch.Tensor:
+        """(N, 400, 600, 3) uint8 frames."""
+        return render_frames(params, state)

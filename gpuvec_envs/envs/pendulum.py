@@ -27,7 +27,10 @@ from gymnasium.envs.classic_control.utils import verify_number_and_cast
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
+from gpuvec_envs.envs import _draw as draw
 from gpuvec_envs.envs._util import columns, numpy_dtype
+
+WHITE, BLACK, ROD = (255, 255, 255), (0, 0, 0), (204, 77, 77)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +102,29 @@ def reward(params: PendulumParams, s: PendulumState, u: torch.Tensor) -> torch.T
     return -costs
 
 
+def render_frames(params: PendulumParams, s: PendulumState, size: int = 500) -> torch.Tensor:
+    """(N, size, size, 3) uint8 RGB frames drawn like gymnasium's pygame renderer.
+
+    Same geometry, colours and drawing order (rod, its two round ends, axle; y up), without
+    the torque arrow: the state does not hold the last action.
+    """
+    bound = 2.2
+    scale = size / (bound * 2)
+    offset = size // 2
+    rod_length, rod_width = 1 * scale, 0.2 * scale
+    angle = s.th.double() + math.pi / 2
+    centre = torch.full_like(angle, offset)
+    frame = draw.blank(s.th.shape[0], size, size, WHITE, s.th.device)
+    xs, ys = draw.rotated_rect(0, rod_length, -rod_width / 2, rod_width / 2, angle, centre, centre)
+    draw.fill_polygon(frame, xs, ys, math.hypot(rod_length, rod_width), ROD)
+    draw.fill_circle(frame, centre, centre, int(rod_width / 2), ROD)
+    end_x = torch.trunc(rod_length * torch.cos(angle) + offset)
+    end_y = torch.trunc(rod_length * torch.sin(angle) + offset)
+    draw.fill_circle(frame, end_x, end_y, int(rod_width / 2), ROD)
+    draw.fill_circle(frame, centre, centre, int(0.05 * scale), BLACK)
+    return frame
+
+
 def observation(params: PendulumParams, s: PendulumState) -> torch.Tensor:
     """(N, 3) observation ``[cos th, sin th, thdot]``."""
     return columns(torch.cos(s.th), torch.sin(s.th), s.thdot)
@@ -108,6 +134,7 @@ class Pendulum(EnvDef[PendulumState, PendulumParams]):
     """Pendulum-v1 (200 steps by registration)."""
 
     params_type = PendulumParams
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 30}
 
     def observation_space(self, params: PendulumParams, dtype: torch.dtype) -> gym.Space:
         """Box(3,): ``[-1, -1, -max_speed]`` to ``[1, 1, max_speed]``, as gymnasium."""
@@ -146,3 +173,7 @@ class Pendulum(EnvDef[PendulumState, PendulumParams]):
     def observation(self, params: PendulumParams, state: PendulumState) -> torch.Tensor:
         """(N, 3) observation."""
         return observation(params, state)
+
+    def render(self, params: PendulumParams, state: PendulumState) -> torch.Tensor:
+        """(N, 500, 500, 3) uint8 frames."""
+        return render_frames(params, state)
