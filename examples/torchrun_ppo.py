@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
     global_step = 0
     next_obs, _ = envs.reset(seed=args.seed)
     next_done = torch.zeros(n, device=device)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for iteration in range(1, args.num_iterations + 1):
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> dict:
         result["episodes"] += len(ended)
         t_update = time.perf_counter()
         result["rollout_s"] += t_update - t_rollout
+        if iteration == 1:  # includes compiling the rollout
+            result["first_rollout_s"] = t_update - t_rollout
 
         with torch.no_grad():
             next_value = agent.get_value(next_obs).reshape(1, -1)
@@ -224,6 +226,7 @@ def main(argv: list[str] | None = None) -> dict:
     result.update(
         global_step=global_step,
         wall_s=wall,
+        cpu_s=time.process_time() - start_cpu,  # this process's CPU time (rank 0's in the JSON)
         mean_return=float(np.mean(recent)) if recent else float("nan"),
         rollout_env_steps_per_s=global_step / max(result["rollout_s"], 1e-9),
         device=str(device),
@@ -233,7 +236,8 @@ def main(argv: list[str] | None = None) -> dict:
     if rank == 0:
         print(
             f"done: world_size={world_size} global_step={global_step} wall={wall:.1f}s "
-            f"(rollout {result['rollout_s']:.1f}s, update {result['update_s']:.1f}s) "
+            f"(rollout {result['rollout_s']:.1f}s incl. first {result['first_rollout_s']:.1f}s, "
+            f"update {result['update_s']:.1f}s) cpu={result['cpu_s']:.1f}s "
             f"mean_return(last {len(recent)})={result['mean_return']:.1f}"
         )
         if args.result_json:

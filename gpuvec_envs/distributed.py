@@ -178,9 +178,12 @@ def make_vec(
         The shard, a :class:`ShardedVecEnv` around a :class:`~gpuvec_envs.GpuVecEnv`.
 
     Raises:
+        TypeError: when ``env_id`` is not a string.
         ValueError: on an ID gymnasium does not know.
         RuntimeError: under torchrun without an initialised process group.
     """
+    if not isinstance(env_id, str):
+        raise TypeError(f"env_id must be a str, got {type(env_id).__name__}")
     rank, world_size = world(group)
     full_id = env_id if env_id.startswith("gpuvec/") else f"gpuvec/{env_id}"
     if full_id not in gym.registry:

@@ -35,7 +35,6 @@ def torchrun(script: pathlib.Path, *args: str, timeout: float) -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = os.pathsep.join((str(ROOT / "tests"), env.get("PYTHONPATH", "")))
     cmd = [
         sys.executable,
         "-m",
@@ -266,6 +265,8 @@ def test_bad_shard_arguments_raise_and_keep_state():
         distributed.ShardedVecEnv(make(3), rank=1.0, world_size=2)
     with pytest.raises(ValueError, match="no gpuvec env 'NoSuchEnv-v0'"):
         distributed.make_vec("NoSuchEnv-v0", 2)
+    with pytest.raises(TypeError, match="env_id must be a str"):
+        distributed.make_vec(None, 2)
 
 
 def test_episode_stats_of_one_process():
