@@ -276,17 +276,36 @@ def run_report(
     device: str = "cpu",
     command: str = "",
     log: Any = sys.stderr,
+    json_path: str | None = None,
 ) -> dict[str, Any]:
-    """Run every section; return the report (the JSON's content)."""
+    """Run every section; return the report (the JSON's content).
+
+    With ``json_path`` the report is also written there after every section, with
+    ``"complete": False`` until the last one, so a long sweep that is stopped keeps what
+    it measured.
+    """
     t0 = time.perf_counter()
-    load_before = _loadavg()
-    info = machine()
-    out_sections = []
-    for s in sections:
+    report: dict[str, Any] = {
+        "schema": 1,
+        "command": command,
+        "machine": machine(),
+        "load": {"loadavg_1m_before": _loadavg(), "loadavg_1m_after": None},
+        "note": LOAD_NOTE,
+        "settings": {
+            "min_time": min_time,
+            "repeats": repeats,
+            "backend": backend,
+            "device": device,
+        },
+        "complete": False,
+        "wall_s": 0.0,
+        "sections": [],
+    }
+    for i, s in enumerate(sections):
         results, notes = run_section(
             s, min_time=min_time, repeats=repeats, backend=backend, device=device, log=log
         )
-        out_sections.append(
+        report["sections"].append(
             {
                 "name": s.name,
                 "title": s.title,
@@ -297,21 +316,12 @@ def run_report(
                 "notes": notes,
             }
         )
-    return {
-        "schema": 1,
-        "command": command,
-        "machine": info,
-        "load": {"loadavg_1m_before": load_before, "loadavg_1m_after": _loadavg()},
-        "note": LOAD_NOTE,
-        "settings": {
-            "min_time": min_time,
-            "repeats": repeats,
-            "backend": backend,
-            "device": device,
-        },
-        "wall_s": time.perf_counter() - t0,
-        "sections": out_sections,
-    }
+        report["load"]["loadavg_1m_after"] = _loadavg()
+        report["wall_s"] = time.perf_counter() - t0
+        report["complete"] = i == len(sections) - 1
+        if json_path:
+            write_json(report, json_path)
+    return report
 
 
 def write_json(report: dict[str, Any], path: str) -> None:
@@ -348,7 +358,7 @@ def main_suite(args: argparse.Namespace, argv: Sequence[str] | None = None) -> i
         repeats=args.repeats,
         device=args.device,
         command="python -m gpuvec_envs.bench " + " ".join(words),
+        json_path=args.json_path,
     )
-    write_json(report, args.json_path)
     print(f"wrote {args.json_path} ({report['wall_s']:.0f} s)")
     return 0

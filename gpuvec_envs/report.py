@@ -180,6 +180,11 @@ def render_markdown(report: dict[str, Any], plots: dict[str, str] | None = None)
         "",
         report["note"],
         "",
+        *(
+            []
+            if report.get("complete", True)
+            else ["**This run was stopped before its last section.**", ""]
+        ),
         "## How to read the tables",
         "",
         "- **env-steps/s** = N x calls per second, the median of the timed blocks. All "
