@@ -588,6 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="autotune: bytes the env may use (default: 1/4 of free memory)",
     )
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--suite", choices=["report"], default=None, help="run a named sweep")
     return p
 
 
@@ -596,6 +597,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    if args.suite is not None:
+        from gpuvec_envs.bench_suites import main_suite
+
+        return main_suite(args, argv)
     info = machine_info()
     info["command"] = "gpuvec-bench " + " ".join(sys.argv[1:] if argv is None else argv)
     info["competitor_processes"] = args.competitor

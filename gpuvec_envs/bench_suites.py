@@ -1,0 +1,364 @@
+"""The benchmark report's sweep: every section of :data:`REPORT` measured into one JSON.
+
+``python -m gpuvec_envs.bench --suite report --json docs/results/cpu.json`` runs it; then
+``python -m gpuvec_envs.report render docs/results/cpu.json`` writes BENCHMARKS.md and its
+plots from that file. Each section is timed as ``gpuvec-bench`` times one env: all of an
+env's configurations (gpuvec's per-call step, gpuvec's :class:`RolloutCollector`, and the
+peers: gymnasium's ``SyncVectorEnv`` and numpy vector env, EnvPool, gymnax) are set up first
+and then timed in turn, one block each per repeat (:func:`gpuvec_envs.bench.time_interleaved`).
+The JSON records the machine (CPU model, ISA, threads, versions), the 1-minute load average
+before and after, the date and the command, so that every figure carries its conditions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from gpuvec_envs import bench, bench_gymnax
+from gpuvec_envs.bench import Opened, Result
+
+#: Note stored in every report about the conditions it was measured in.
+LOAD_NOTE = (
+    "Wall-clock medians on a shared machine: other processes may have run during the sweep "
+    "(see the load averages). Read every figure as +-25 %."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """One table of the report: envs measured at the same batch sizes.
+
+    Attributes:
+        name: Key of the section in the JSON.
+        title: Heading in BENCHMARKS.md.
+        envs: gpuvec IDs.
+        num_envs: Batch sizes of gpuvec's per-call step (and of numpy/gymnax peers).
+        peers: ``gpuvec-bench`` peers (``sync``, ``numpy``, ``envpool``), capped at
+            ``peer_max_envs`` envs except ``numpy``, which runs at every ``num_envs``.
+        gymnax: Also time gymnax's ``jit(vmap(step))`` at every ``num_envs``.
+        rollout_num_envs: Batch size of the rollout rows (gpuvec's ``RolloutCollector`` and
+            gymnax's ``lax.scan``); ``None`` for none.
+        rollout_steps: T of the rollout rows.
+    """
+
+    name: str
+    title: str
+    envs: tuple[str, ...]
+    num_envs: tuple[int, ...]
+    peers: tuple[str, ...] = ("sync", "envpool")
+    peer_max_envs: int = 256
+    gymnax: bool = True
+    rollout_num_envs: int | None = None
+    rollout_steps: int = 32
+
+
+CLASSIC = (
+    "gpuvec/CartPole-v1",
+    "gpuvec/Pendulum-v1",
+    "gpuvec/MountainCar-v0",
+    "gpuvec/MountainCarContinuous-v0",
+    "gpuvec/Acrobot-v1",
+)
+MINATAR = tuple(
+    f"gpuvec/MinAtar-{g}-v1"
+    for g in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+)
+
+#: The report's sections, bounded so the whole sweep takes minutes on 2 cores.
+REPORT = (
+    Section(
+        "scaling",
+        "CartPole-v1: scaling with num_envs",
+        ("gpuvec/CartPole-v1",),
+        (1, 256, 4096, 65536),
+        peers=("sync", "numpy", "envpool"),
+        rollout_num_envs=65536,
+    ),
+    Section(
+        "classic",
+        "Classic control at N=65536",
+        CLASSIC[1:],
+        (65536,),
+        rollout_num_envs=65536,
+    ),
+    Section("minatar", "MinAtar at N=4096", MINATAR, (4096,), rollout_num_envs=4096),
+)
+
+
+class LinearPolicy(torch.nn.Module):
+    """A fixed linear policy on flattened float observations (the rollout rows' policy).
+
+    Discrete(A): ``argmax(x @ W)``; a Box of k dims: ``tanh(x @ W)`` scaled to the bounds.
+    ``W`` (obs_dim, A or k) float32 is :func:`bench_gymnax.policy_weights`, shared with the
+    gymnax rollout so that both sides run the same policy.
+
+    Args:
+        obs_space: One env's observation space.
+        action_space: One env's action space (Discrete or Box).
+    """
+
+    def __init__(self, obs_space: gym.Space, action_space: gym.Space) -> None:
+        super().__init__()
+        obs_dim = int(np.prod(obs_space.shape))
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        out = int(action_space.n) if self.discrete else int(np.prod(action_space.shape))
+        self.register_buffer("weight", torch.from_numpy(bench_gymnax.policy_weights(obs_dim, out)))
+        if not self.discrete:
+            self.register_buffer("low", torch.as_tensor(action_space.low, dtype=torch.float32))
+            self.register_buffer("high", torch.as_tensor(action_space.high, dtype=torch.float32))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions for observations (N, *obs_shape): (N,) int64 or (N, k) float32."""
+        x = obs.reshape(obs.shape[0], -1).to(torch.float32) @ self.weight
+        if self.discrete:
+            return x.argmax(dim=-1)
+        return self.low + (self.high - self.low) * (torch.tanh(x) + 1.0) * 0.5
+
+
+def open_rollout(
+    env_id: str, num_envs: int, num_steps: int, *, backend: str = "compile", device: str = "cpu"
+) -> Opened:
+    """Gpuvec's :class:`RolloutCollector` of T steps under :class:`LinearPolicy`, to time.
+
+    One call is ``num_steps * num_envs`` env-steps; its result's ``num_envs`` is N.
+    """
+    from gpuvec_envs.rollout import RolloutCollector
+
+    t0 = time.perf_counter()
+    env = gym.make_vec(env_id, num_envs=num_envs, device=device, backend=backend)
+    env.reset(seed=0)
+    policy = LinearPolicy(env.single_observation_space, env.single_action_space).to(device)
+    collector = RolloutCollector(env, policy, num_steps, backend=backend)
+    collector.collect()
+    setup = time.perf_counter() - t0
+    note = f"RolloutCollector T={num_steps} ({collector.kind}), linear policy"
+    result = Result(env_id, f"gpuvec-rollout-{backend}", num_envs, 0.0, 0.0, setup, [], 1, note)
+    return Opened(result, lambda _i: collector.collect(), env.close)
+
+
+def _jobs(section: Section, backend: str) -> list[tuple[str, dict[str, Any]]]:
+    """The configurations of one env of ``section``: ``(kind, kwargs)``."""
+    jobs: list[tuple[str, dict[str, Any]]] = []
+    for n in section.num_envs:
+        jobs.append(("gpuvec", dict(num_envs=n, backend=backend)))
+    if section.rollout_num_envs is not None:
+        kw = dict(num_envs=section.rollout_num_envs, num_steps=section.rollout_steps)
+        jobs.append(("rollout", dict(kw, backend=backend)))
+        if section.gymnax:
+            jobs.append(("gymnax-scan", kw))
+    if section.gymnax:
+        jobs += [("gymnax-step", dict(num_envs=n)) for n in section.num_envs]
+    for peer in section.peers:
+        if peer == "numpy":
+            sizes = list(section.num_envs)
+        else:
+            sizes = sorted({min(n, section.peer_max_envs) for n in section.num_envs})
+        jobs += [("peer", dict(peer=peer, num_envs=n)) for n in sizes]
+    return jobs
+
+
+def _open(kind: str, env_id: str, kw: dict[str, Any], device: str) -> Opened | None:
+    if kind == "gpuvec":
+        return bench.open_gpuvec(env_id, device=device, **kw)
+    if kind == "rollout":
+        return open_rollout(env_id, device=device, **kw)
+    if kind == "gymnax-step":
+        return bench_gymnax.open_gymnax_step(env_id, **kw)
+    if kind == "gymnax-scan":
+        return bench_gymnax.open_gymnax_rollout(env_id, **kw)
+    return bench.open_peer(env_id, **kw)
+
+
+def run_section(
+    section: Section,
+    *,
+    min_time: float,
+    repeats: int,
+    backend: str = "compile",
+    device: str = "cpu",
+    log: Any = sys.stderr,
+) -> tuple[list[Result], list[str]]:
+    """Measure one section, an env at a time.
+
+    Returns:
+        The results (rollout rows with env-steps/s counted as T x N per call) and notes
+        (configurations skipped and why).
+    """
+    notes: list[str] = []
+    results: list[Result] = []
+    gymnax_reason = bench_gymnax.gymnax_missing() if section.gymnax else None
+    if gymnax_reason is not None:
+        notes.append(gymnax_reason)
+    for env_id in section.envs:
+        opened: list[Opened] = []
+        scale: list[int] = []
+        try:
+            for kind, kw in _jobs(section, backend):
+                if kind.startswith("gymnax") and gymnax_reason is not None:
+                    continue
+                print(f"[report] {section.name} {env_id} {kind} {kw}", file=log, flush=True)
+                try:
+                    o = _open(kind, env_id, kw, device)
+                except Exception as exc:  # noqa: BLE001 - a failing config must not stop the sweep
+                    notes.append(f"skipped {kind} {env_id} {kw}: {type(exc).__name__}: {exc}")
+                    o = None
+                if o is not None:
+                    opened.append(o)
+                    scale.append(kw.get("num_steps", 1))
+                elif kind == "peer":
+                    notes.append(
+                        f"skipped peer {kw['peer']} for {env_id}: not installed or no such env"
+                    )
+            bench.time_interleaved(opened, min_time=min_time, repeats=repeats)
+            for o, t in zip(opened, scale, strict=True):
+                r = o.result
+                r.steps_per_s *= t
+                r.repeats = [x * t for x in r.repeats]
+                results.append(r)
+        finally:
+            for o in opened:
+                o.close()
+    return results, list(dict.fromkeys(notes))
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _loadavg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def machine() -> dict[str, Any]:
+    """This machine and its software: CPU model, ISA, threads, versions, date."""
+    info = bench.machine_info()
+    info.pop("loadavg_1m", None)
+    info.update(
+        cpu_model=_cpu_model(),
+        isa=torch.backends.cpu.get_cpu_capability(),
+        platform=platform.platform(),
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+    info.update(bench_gymnax.versions())
+    return info
+
+
+def run_report(
+    sections: Sequence[Section] = REPORT,
+    *,
+    min_time: float = 1.0,
+    repeats: int = 5,
+    backend: str = "compile",
+    device: str = "cpu",
+    command: str = "",
+    log: Any = sys.stderr,
+    json_path: str | None = None,
+) -> dict[str, Any]:
+    """Run every section; return the report (the JSON's content).
+
+    With ``json_path`` the report is also written there after every section, with
+    ``"complete": False`` until the last one, so a long sweep that is stopped keeps what
+    it measured.
+    """
+    t0 = time.perf_counter()
+    report: dict[str, Any] = {
+        "schema": 1,
+        "command": command,
+        "machine": machine(),
+        "load": {"loadavg_1m_before": _loadavg(), "loadavg_1m_after": None},
+        "note": LOAD_NOTE,
+        "settings": {
+            "min_time": min_time,
+            "repeats": repeats,
+            "backend": backend,
+            "device": device,
+        },
+        "complete": False,
+        "wall_s": 0.0,
+        "sections": [],
+    }
+    for i, s in enumerate(sections):
+        results, notes = run_section(
+            s, min_time=min_time, repeats=repeats, backend=backend, device=device, log=log
+        )
+        report["sections"].append(
+            {
+                "name": s.name,
+                "title": s.title,
+                "num_envs": list(s.num_envs),
+                "rollout_num_envs": s.rollout_num_envs,
+                "rollout_steps": s.rollout_steps,
+                "results": [dataclasses.asdict(r) for r in results],
+                "notes": notes,
+            }
+        )
+        report["load"]["loadavg_1m_after"] = _loadavg()
+        report["wall_s"] = time.perf_counter() - t0
+        report["complete"] = i == len(sections) - 1
+        if json_path:
+            write_json(report, json_path)
+    return report
+
+
+def write_json(report: dict[str, Any], path: str) -> None:
+    """Write ``report`` as indented JSON (NaN as null)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        return x
+
+    with open(path, "w") as f:
+        json.dump(clean(report), f, indent=1)
+        f.write("\n")
+
+
+def main_suite(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
+    """``gpuvec-bench --suite report``: run :data:`REPORT` and write ``--json``.
+
+    ``--min-time``, ``--repeats``, ``--device`` and ``--threads`` apply; the sweep's envs
+    and sizes are the report's own.
+    """
+    if args.suite != "report":
+        raise ValueError(f"unknown suite {args.suite!r}; suites: report")
+    if not args.json_path:
+        raise ValueError("--suite report needs --json PATH")
+    words = sys.argv[1:] if argv is None else list(argv)
+    report = run_report(
+        min_time=args.min_time,
+        repeats=args.repeats,
+        device=args.device,
+        command="python -m gpuvec_envs.bench " + " ".join(words),
+        json_path=args.json_path,
+    )
+    print(f"wrote {args.json_path} ({report['wall_s']:.0f} s)")
+    return 0
