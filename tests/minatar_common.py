@@ -255,15 +255,16 @@ def compare_backends(
     sample: Callable[[torch.Generator, torch.Tensor], torch.Tensor] | None = None,
     min_dones: int = 1,
     cpp_schedule: str | None = None,
+    lean_wrapper: str = "applied",
 ) -> GpuVecEnv:
     """Step an eager and a compiled env (``n`` envs) alike; assert bitwise equal outputs.
 
     ``prepare(game_state) -> game_state`` may edit the state after the reset (e.g. so that
     episodes end within ``steps``); ``sample(gen, uniform_actions) -> actions`` may bias the
     actions. At least ``min_dones`` episodes must end. The compiled env has the registry's
-    compiler options and must take the fast path (``cpp_schedule``: the C++ pass's expected
-    status on the pinned torch). Returns the compiled env (one graph, NEXT_STEP autoreset)
-    for further checks.
+    compiler options and must take the fast path (``cpp_schedule``, ``lean_wrapper``: the
+    passes' expected statuses on the pinned torch). Returns the compiled env (one graph,
+    NEXT_STEP autoreset) for further checks.
     """
     eager = GpuVecEnv(env_def, n, backend="eager")
     options = registered_compiler_options(env_def)
@@ -291,8 +292,7 @@ def compare_backends(
     leaves = torch.utils._pytree.tree_leaves
     for x, y in zip(leaves(eager.state), leaves(compiled.state), strict=True):
         assert torch.equal(x, y)
-    print(type(env_def).__name__, compiled.compile_report)
-    assert_fast_path(compiled.compile_report, cpp_schedule)
+    assert_fast_path(compiled.compile_report, cpp_schedule, lean_wrapper)
     return compiled
 
 

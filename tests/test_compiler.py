@@ -183,7 +183,7 @@ def test_no_torch_patch_outlives_a_compile_and_threads_compile_one_at_a_time():
     results: list[object] = []
 
     def compile_in_thread() -> None:
-        results.append(compile_flat(_small, (x, y), size_asserts=False, compiler=resolve(options)))
+        results.append(compile_flat(_small, (x, y), compiler=resolve(options)))
 
     with COMPILE_LOCK:  # a compile in another thread waits for the lock
         worker = threading.Thread(target=compile_in_thread)

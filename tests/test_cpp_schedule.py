@@ -39,6 +39,9 @@ BODY = """\
     }"""
 
 
+NAMES: dict[str, str] = {}  # an alias map in which every argument name is its own buffer
+
+
 def stmt_order(source: str) -> list[str]:
     """The first token of each statement (``tmpN`` definitions and stores), in order."""
     out = []
@@ -53,9 +56,9 @@ def stmt_order(source: str) -> list[str]:
 
 def test_loads_sink_to_their_first_use_and_stores_rise_to_their_value(monkeypatch):
     # a block this small keeps inductor's order unless the threshold is lowered
-    assert cpp_schedule.schedule_source(BODY) == BODY
+    assert cpp_schedule.schedule_source(BODY, NAMES) == BODY
     monkeypatch.setattr(cpp_schedule, "MIN_ACCESSES", 4)
-    got = stmt_order(cpp_schedule.schedule_source(BODY))
+    got = stmt_order(cpp_schedule.schedule_source(BODY, NAMES))
     assert got == [
         "tmp0",  # used at once
         "tmp2",
@@ -68,8 +71,8 @@ def test_loads_sink_to_their_first_use_and_stores_rise_to_their_value(monkeypatc
         "store out_ptr1",
     ]
     # the lambdas moved whole
-    assert cpp_schedule.schedule_source(BODY).count("[&]") == 2
-    assert sorted(cpp_schedule.schedule_source(BODY).split("\n")) == sorted(BODY.split("\n"))
+    assert cpp_schedule.schedule_source(BODY, NAMES).count("[&]") == 2
+    assert sorted(cpp_schedule.schedule_source(BODY, NAMES).split("\n")) == sorted(BODY.split("\n"))
 
 
 def test_blocks_with_other_statements_are_left_as_they_are(monkeypatch):
@@ -78,13 +81,13 @@ def test_blocks_with_other_statements_are_left_as_they_are(monkeypatch):
     body = BODY.replace(
         "        auto tmp2 = tmp0 + tmp0;\n", "        tmp_acc0 = tmp_acc0 + tmp0;\n"
     )
-    assert cpp_schedule.schedule_source(body) == body
+    assert cpp_schedule.schedule_source(body, NAMES) == body
     # a statement that touches a buffer some other way pins that buffer's loads
     pinned = BODY.replace(
         "        tmp3.store(out_ptr0 + x0, 16);\n",
         "        tmp3.store(out_ptr0 + x0, 16);\n        out_ptr1[x0] = in_ptr0[x0];\n",
     )
-    order = stmt_order(cpp_schedule.schedule_source(pinned))
+    order = stmt_order(cpp_schedule.schedule_source(pinned, NAMES))
     assert order.index("tmp1") == 1 and order.index("tmp0") == 0
 
 
