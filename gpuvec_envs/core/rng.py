@@ -31,6 +31,8 @@ RESET = 0x2545F491
 #: vector ISA has no 64-bit integer multiply, i.e. below AVX-512), ``"shift"`` or ``"mul"``.
 #: From ``GPUVEC_RNG_MULTIPLY``; read when a step is traced. Both give the same bits.
 RNG_MULTIPLY = os.environ.get("GPUVEC_RNG_MULTIPLY", "auto")
+# Read once: the vector ISA is fixed for the process, and dynamo cannot trace the query.
+_CPU_CAPABILITY = torch.backends.cpu.get_cpu_capability()
 
 
 @functools.cache
@@ -71,9 +73,7 @@ def _use_shifts(x: torch.Tensor) -> bool:
         return RNG_MULTIPLY == "shift" and x.device.type == "cpu"
     if RNG_MULTIPLY != "auto":
         raise ValueError(f"GPUVEC_RNG_MULTIPLY must be auto, shift or mul, got {RNG_MULTIPLY!r}")
-    return x.device.type == "cpu" and not torch.backends.cpu.get_cpu_capability().startswith(
-        "AVX512"
-    )
+    return x.device.type == "cpu" and not _CPU_CAPABILITY.startswith("AVX512")
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
