@@ -232,4 +232,5 @@ def test_cleanrl_ppo_learns_fruit_catch():
 
 @pytest.mark.slow
 def test_sb3_ppo_learns_fruit_catch():
-    assert ex.train_sb3(200_000, seed=1) >= 15.0
+    """Deterministic-policy mean return of 50 episodes >= 20 of at most 22."""
+    assert ex.train_sb3(200_000, seed=1) >= 20.0
