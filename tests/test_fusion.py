@@ -241,6 +241,16 @@ def demo_call_sized(args):  # noqa: ANN001, ANN201 - scratch sized by an input
     return (buf2,)
 
 
+def demo_call_reuse(args):  # noqa: ANN001, ANN201 - inductor's buffer-reuse line
+    (arg0_1,) = args
+    buf0 = empty_strided_cpu((4,), (1,), torch.int64)
+    buf1 = empty_strided_cpu((4,), (1,), torch.int64)
+    cpp_fused_demo(arg0_1, buf0, buf1)
+    buf2 = buf0; del buf0  # reuse  # noqa: E702  # fmt: skip
+    cpp_fused_demo(buf1, buf1, buf2)
+    return (buf2,)
+
+
 def demo_call_unknown(args):  # noqa: ANN001, ANN201
     (arg0_1,) = args
     buf2 = empty_strided_cpu((4,), (1,), torch.int64)
@@ -268,6 +278,12 @@ def test_lean_wrapper_keeps_scratch_and_allocates_fresh_outputs():
     assert torch.equal(first_words, first.view(torch.int32).view(4, 2))  # a dtype view
     assert "buf2.view(torch.int32)" in lean.source
     assert lean_wrapper(demo_call_unknown)[0] is None
+    # a reused buffer that reaches the outputs is allocated per call, with its alias
+    reuse = lean_wrapper(demo_call_reuse)[0]
+    assert reuse is not None and "buf0" in reuse.__code__.co_varnames
+    out_a = reuse([torch.arange(4)])[0]
+    out_b = reuse([torch.arange(4)])[0]
+    assert out_a.tolist() == [3, 7, 11, 15] and out_a.data_ptr() != out_b.data_ptr()
     # scratch whose size is read from an input is allocated per call
     sized = lean_wrapper(demo_call_sized)[0]
     assert "buf1" in sized.__code__.co_varnames

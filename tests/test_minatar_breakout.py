@@ -127,9 +127,9 @@ def test_wall_refills_when_cleared() -> None:
 
 # Compiles the step once: ~25-30 s on an idle 2-core CPU.
 def test_compiled_matches_eager() -> None:
-    # without the in-place state, inductor's wrapper reuses a buffer ("buf7 = buf6; del
-    # buf6  # reuse"), a form the lean wrapper does not know: reported as failed
-    compare_backends(Breakout(), 16, 300, lean_wrapper="failed")
+    # without the in-place state the step returns one of its inputs as it is, so the lean
+    # wrapper has nothing to keep
+    compare_backends(Breakout(), 16, 300, lean_wrapper="not_needed")
 
 
 @pytest.mark.filterwarnings("ignore:.*out of date")

@@ -6,7 +6,7 @@ views that is several microseconds per call. The lean call keeps the buffers tha
 reach the outputs (scratch) and their views from one call to the next, allocates only the
 outputs' buffers, and runs the kernels as they are. It is built only if every statement of
 the wrapper is one of the forms it knows (allocations, views, aliases, dtype views, size
-reads, C++ kernel calls, ``del``, asserts, ``return``).
+reads, C++ kernel calls, buffer reuse, ``del``, asserts, ``return``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ _DTYPE_VIEW = re.compile(rf"({_NAME}) = torch\.ops\.aten\.view\.dtype\(({_NAME})
 _ALIAS = re.compile(rf"({_NAME}) = ({_NAME})$")
 _KERNEL = re.compile(rf"cpp_fused_\w*\(({_NAME}(?:, {_NAME})*)\)$")
 _SIZES = re.compile(rf"{_NAME} = {_NAME}(\.size\(\)|\[\d+\])$")  # an input's size, read
+_REUSE_SPLIT = re.compile(r"; (?=del )")
 _SKIP = re.compile(r"(#.*|del .*|args\.clear\(\)|assert_(size_stride|alignment)\(.*\))?$")
 
 
@@ -42,7 +43,8 @@ def lean_wrapper(call: Callable[..., Any]) -> tuple[Callable[..., Any] | None, s
 def _make_lean(call: Callable[..., Any]) -> tuple[Callable[..., Any] | None, str]:
     """:func:`lean_wrapper`'s work; may raise on a source it does not expect."""
     lines = textwrap.dedent(inspect.getsource(call)).split("\n")
-    body = [line.strip() for line in lines[1:]]
+    # inductor writes a buffer reuse as one line, ``buf7 = buf6; del buf6  # reuse``
+    body = [part.strip() for line in lines[1:] for part in _REUSE_SPLIT.split(line)]
     if not body or not body[0].endswith("= args"):
         return None, "the wrapper does not open with its arguments"
     setup, per_call, ret = [], [], None
