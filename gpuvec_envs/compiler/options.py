@@ -73,12 +73,21 @@ class CompilerOptions:
             raise TypeError(f"unknown compiler option(s) {unknown}; known: {sorted(names)}")
         return dataclasses.replace(self, **overrides)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle and deepcopy by value (``inductor`` is a read-only mapping proxy)."""
+        return (_from_items, (self.items(),))
+
     def items(self) -> tuple[tuple[str, Any], ...]:
         """``(name, value)`` pairs, ``inductor`` as a plain dict."""
         return tuple(
             (f.name, dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v)
             for f in dataclasses.fields(self)
         )
+
+
+def _from_items(items: tuple[tuple[str, Any], ...]) -> CompilerOptions:
+    """A :class:`CompilerOptions` from its :meth:`~CompilerOptions.items`."""
+    return CompilerOptions(**dict(items))
 
 
 def from_env(value: str | None = None) -> dict[str, bool]:
