@@ -32,9 +32,9 @@ from gpuvec_envs.compiler.strategies import fresh_function
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
 
 #: Inductor options of the scan rollout. The C++ wrapper runs scan's loop in C++ (a Python
-#: wrapper re-enters Python for every step: 3x slower at N=4); marking ``scan`` cacheable
-#: lets the FX graph cache (whose key includes the loop body's code) keep the compiled
-#: rollout across processes (~2 s instead of ~14 s to compile it again).
+#: wrapper would re-enter Python for every step); marking ``scan`` cacheable lets the FX
+#: graph cache (whose key includes the loop body's code) keep the compiled rollout across
+#: processes, so a later process loads it instead of compiling it again.
 SCAN_INDUCTOR_OPTIONS = {
     "cpp_wrapper": True,
     "unsafe_marked_cacheable_functions": {"torch.ops.higher_order.scan": "gpuvec-rollout-1"},
@@ -106,8 +106,8 @@ class RolloutCollector:
         backend: ``"compile"`` (compiled; default ``"auto"``) or ``"eager"``.
         cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph.
         scan: Off CUDA graphs: ``True`` compiles the whole T-step rollout as one call (a
-            ``torch._higher_order_ops.scan`` loop; ~18 us per step for CleanRL's CartPole
-            agent at N=4, against ~160 us for one compiled call per step); ``False``
+            ``torch._higher_order_ops.scan`` loop: no per-step call overhead, which
+            decides speed at small N); ``False``
             compiles the policy and env step as one call per step; ``"auto"`` (default)
             compiles the scan, then times it against a loop of the policy and the env's
             own step (``kind == "env_step"``: what ``env.step(policy(obs))`` does) on

@@ -3,8 +3,8 @@
 Every compiled step returns fresh output tensors (an observation of 1-3 MB for MinAtar at
 N=4096). With glibc's default settings the memory freed by the previous step's outputs
 is handed back to the OS (heap trimming, or ``munmap`` of large chunks), and the next
-step's outputs page-fault it back in: measured 55-150 faults and 65-300 us of system time
-per step, as much as the game itself. :func:`retain_freed_memory` raises glibc's trim and
+step's outputs page-fault it back in, costing as much system time as the game itself
+(docs/design.md). :func:`retain_freed_memory` raises glibc's trim and
 mmap thresholds (``mallopt``) so that freed blocks are reused instead. The cost is that the
 process keeps its peak heap size. Disable with ``GPUVEC_RETAIN_MEMORY=0``.
 """

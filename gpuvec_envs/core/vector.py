@@ -41,8 +41,7 @@ class ShellState(NamedTuple):
     key0: torch.Tensor  # (N,) int64, RNG key word (from the seed)
     key1: torch.Tensor  # (N,) int64, RNG key word (from the seed)
     # (N,) int32 0/1, NEXT_STEP: reset on the next step. int32, not uint8 or bool: inductor's
-    # CPU code turns a uint8 flag into a float/int64 select mask slowly (a CartPole step at
-    # N=65536 took 1.5x as long).
+    # CPU code turns a uint8 flag into a float/int64 select mask slowly.
     needs_reset: torch.Tensor
 
 
