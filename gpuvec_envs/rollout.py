@@ -28,6 +28,8 @@ import torch
 
 from gpuvec_envs import compiler
 from gpuvec_envs.compiler import threads
+from gpuvec_envs.compiler.background import BackgroundBuild
+from gpuvec_envs.compiler.pytree import clone_tensors
 from gpuvec_envs.compiler.strategies import fresh_function
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
 
@@ -103,7 +105,12 @@ class RolloutCollector:
             shape (N, *action_shape), cast to the env's action dtype (int64 for discrete
             spaces). It must not synchronise with the host.
         num_steps: Rollout length T.
-        backend: ``"compile"`` (compiled; default ``"auto"``) or ``"eager"``.
+        backend: ``"auto"`` (default), ``"compile"`` or ``"eager"``. ``compile`` builds
+            the compiled rollout at the first :meth:`collect`; ``auto`` on the CPU never
+            waits for the compiler: rollouts run the policy and the env's own step (which
+            switches to its compiled form when that is ready, see ``GpuVecEnv``'s
+            ``backend``) while the scan compiles on a background thread, started once
+            the env's step runs compiled; on CUDA ``auto`` is ``compile``.
         cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph.
         scan: Off CUDA graphs: ``True`` compiles the whole T-step rollout as one call (a
             ``torch._higher_order_ops.scan`` loop: no per-step call overhead, which
@@ -149,6 +156,9 @@ class RolloutCollector:
         self.num_steps = num_steps
         self.backend = "eager" if backend == "eager" else "compile"
         self.use_cuda_graph = cuda_graph and self.env.device.type == "cuda"
+        # build the scan off the caller's path (CPU, scan="auto")
+        self._background = backend == "auto" and self.env.device.type != "cuda"
+        self._scan_build: BackgroundBuild | None = None
         self.use_scan = scan if self.backend == "compile" else False
         self._threads = threads.ThreadControl(
             self.env.num_threads if num_threads is None else num_threads
@@ -186,6 +196,10 @@ class RolloutCollector:
                     stacklevel=2,
                 )
                 self.use_cuda_graph, self._graph = False, None
+        if self.use_scan == "auto" and self._background and self._scan_fn is None:
+            if not self._scan_ready(state, obs):
+                self.kind = "env_step"
+                return self._collect_env_step()
         if self.use_scan == "auto" and self._scan_fn is not None:
             return self._collect_trial(state, obs)
         if self.use_scan == "env_step":
@@ -206,7 +220,70 @@ class RolloutCollector:
                     return self._collect_env_step()
         return self._collect_loop(state, obs)
 
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        """Wait until the env's step and (with ``scan="auto"``) the scan are compiled.
+
+        Starts whatever compile has not started yet (a collector that has not collected
+        yet starts nothing). Returns False on timeout.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        env = self.env
+        if not env.wait_compiled(left()):
+            return False
+        if self._background and self.use_scan == "auto" and self.buffers is not None:
+            state = env.state
+            obs = env.env_def.observation(env.params, state.env)
+            self._start_scan_build(state, obs)
+            if not self._scan_build.wait(left()):
+                return False
+            self._scan_ready(state, obs)
+        return True
+
     # -- internals ---------------------------------------------------------------------
+    def _scan_ready(self, state: ShellState, obs: torch.Tensor) -> bool:
+        """Whether the scan built off the caller's path is ready (``scan="auto"``).
+
+        The build starts once the env's own step has left eager mode; a failed build keeps
+        the env-step loop.
+        """
+        if self._scan_build is None:
+            step = self.env._step
+            if step.mode != "eager" and step.report is None:  # the env's compile comes first
+                return False
+            self._start_scan_build(state, obs)
+        if not self._scan_build.done:
+            return False
+        build = self._scan_build
+        if build.error is not None:
+            warnings.warn(
+                f"compiling the rollout as one scan failed ({type(build.error).__name__}: "
+                f"{build.error}); collecting with the env's step",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self.use_scan = "env_step"
+            self.kind = "env_step"
+            return False
+        self._scan_fn = build.result
+        return True
+
+    def _start_scan_build(self, state: ShellState, obs: torch.Tensor) -> None:
+        if self._scan_build is not None:
+            return
+        state, obs = clone_tensors((state, obs))
+
+        def build() -> Callable[..., Any]:
+            fn = self._build_scan_fn(state, obs)
+            with torch.no_grad():
+                fn(self._flatten(state), obs)  # compile (torch.compile) and run once
+            return fn
+
+        self._scan_build = BackgroundBuild(build, None)
+
     def _collect_trial(self, state: ShellState, obs: torch.Tensor) -> Rollout:
         """``scan="auto"``: time the scan and the env-step loop in turn, then keep one."""
         times = self._trial_times

@@ -18,6 +18,7 @@ N = 64
 
 def make(**kw):
     kw.setdefault("dtype", torch.float64)
+    kw.setdefault("backend", "compile")
     return gym.make_vec("gpuvec/CartPole-v1", num_envs=N, validate=False, **kw).unwrapped
 
 

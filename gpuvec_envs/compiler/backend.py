@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import logging
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
+from gpuvec_envs.compiler.background import BackgroundBuild, WarmJob
 from gpuvec_envs.compiler.options import CompilerOptions, resolve
+from gpuvec_envs.compiler.pytree import clone_tensors, on_cuda
 from gpuvec_envs.compiler.report import CompileReport, Fallback
 from gpuvec_envs.compiler.strategies import STRATEGIES, Request, Strategy
 
-BACKENDS = ("auto", "eager", "compile")
+_log = logging.getLogger(__name__)
+BACKENDS = ("auto", "eager", "compile", "background")
+#: Seconds of eager calls after which the ``background`` backend starts compiling: a
+#: function called only briefly (a test, a short script) is never compiled.
+START_AFTER_S = 0.5
 _warned: set[tuple[str, str]] = set()
 
 
@@ -36,10 +45,19 @@ class Backend:
     calls must pass arguments of the first call's exact structure, shapes, strides, dtypes
     and device (the env shell guarantees this).
 
+    The ``background`` backend runs calls eagerly and, once they have taken
+    :data:`START_AFTER_S` seconds, compiles a copy of the latest call's arguments off the
+    caller's path (:mod:`~gpuvec_envs.compiler.background`); the first call after that build
+    finishes switches to the compiled call, so no call waits for the compiler. Switching
+    changes no state a state-first call carries, but eager and compiled float results can
+    differ in the last bit, and the switch point depends on timing. On CUDA, ``background``
+    and ``auto`` compile at the first call, as ``compile`` does (the CUDA graph is captured
+    on the caller's thread); on the CPU ``auto`` is ``background``.
+
     Args:
         fn: The pure function.
         bound: Leading (constant) arguments bound to it.
-        backend: ``"eager"``, ``"compile"`` or ``"auto"``.
+        backend: ``"eager"``, ``"compile"``, ``"background"`` or ``"auto"``.
         tag: A name for this instance's compiled code.
         state_first: The first argument is a state that the call returns, with the same
             structure, as the first field of its output.
@@ -80,24 +98,133 @@ class Backend:
             legacy["inductor"] = {**opts.inductor, **options}
         self.options = opts.replace(legacy)
         self.eager_fn = functools.partial(fn, *bound)
-        self.name = "eager" if backend == "eager" else "compile"
+        #: The backend asked for; :attr:`name` is the one running now.
+        self.mode = backend
+        self.name = "compile" if backend == "compile" else "eager"
         self.kind = "eager"  # how calls run: eager, fused, cuda_graph or torch_compile
-        #: How the first call was compiled; None before it (and for the eager backend).
+        #: How the call was compiled; None before that (and for the eager backend).
         self.report: CompileReport | None = None
+        #: Calls run eagerly by the ``background``/``auto`` backend before the switch.
+        self.eager_calls = 0
         self.strategies = tuple(strategies)
         self._fn = self.eager_fn
         self._raw, self._tag, self._bound = fn, tag, bound
         self._state_first = state_first
-        self._compiled_once = self.name == "eager"
+        self._compiled_once = backend == "eager"
+        self._eager_seconds = 0.0
+        self._pending: BackgroundBuild | None = None
 
     def __call__(self, *args: Any) -> Any:
-        """Call the function; the first compiled call compiles (and may fall back)."""
+        """Call the function; a compiled backend compiles (or switches) on its first calls."""
         if self._compiled_once:
             return self._fn(*args)
-        self._compiled_once = True
-        return self._compile(args)
+        if self.mode == "compile" or (self.eager_calls == 0 and on_cuda(args)):
+            self._compiled_once = True
+            self.name = "compile"
+            return self._adopt(self._compile(args))
+        pending = self._pending
+        if pending is not None and pending.done:
+            self._switch(pending)
+            return self(*args)
+        t0 = time.perf_counter()
+        out = self.eager_fn(*args)
+        self._eager_seconds += time.perf_counter() - t0
+        self.eager_calls += 1
+        if pending is None and self._eager_seconds >= START_AFTER_S:
+            self.start_background(args)
+        return out
 
-    def _compile(self, args: tuple[Any, ...]) -> Any:
+    def start_background(self, args: tuple[Any, ...]) -> None:
+        """Start compiling for ``args`` (copied) off the caller's path, if not started yet."""
+        if self._pending is not None or self._compiled_once:
+            return
+        snapshot = clone_tensors(tuple(args))
+        job = WarmJob(
+            self._raw,
+            self._bound,
+            self._tag,
+            snapshot,
+            self._state_first,
+            self.options,
+            torch.get_num_threads(),
+        )
+        self._pending = BackgroundBuild(functools.partial(self._compile, snapshot), job)
+        _log.info(
+            "background compile of %s started after %d eager calls (%.2f s)",
+            self._tag,
+            self.eager_calls,
+            self._eager_seconds,
+        )
+        weakref.finalize(self, self._pending.cancel)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a background compile started by earlier calls has finished.
+
+        The next call then runs compiled (or, if the compile failed, eagerly for good).
+        Returns whether no compile is pending any more.
+        """
+        pending = self._pending
+        return pending is None or pending.wait(timeout)
+
+    def cancel(self) -> None:
+        """Stop a pending background compile; later calls stay eager."""
+        pending = self._pending
+        if pending is not None and not self._compiled_once:
+            pending.cancel()
+            self._compiled_once = True
+            self.name, self._fn = "eager", self.eager_fn
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies (deepcopy, pickle) keep the compiled call but no pending compile."""
+        state = dict(self.__dict__)
+        if state["_pending"] is not None and not state["_compiled_once"]:
+            state["_eager_seconds"] = 0.0
+        state["_pending"] = None
+        return state
+
+    def _switch(self, pending: BackgroundBuild) -> None:
+        """Adopt a finished background compile (or, if it failed, stay eager)."""
+        self._compiled_once = True
+        if pending.error is not None:
+            exc = pending.error
+            reason = f"{type(exc).__name__}: {exc}".split("\n")[0][:500]
+            warn_once("the background compile failed; the calls stay eager", reason, 4)
+            self.name, self.kind = "eager", "eager"
+            self.report = CompileReport(
+                strategy="eager",
+                passes=(),
+                fallbacks=(Fallback("background", reason),),
+                skipped=(),
+                compile_seconds=pending.seconds,
+                torch_version=torch.__version__,
+                options=self.options.items(),
+                background=pending.warm_note,
+                eager_calls=self.eager_calls,
+            )
+            return
+        self._adopt(pending.result)
+        _log.info("%s runs compiled (%s) after %.1f s", self._tag, self.kind, pending.seconds)
+        self.report = dataclasses.replace(
+            self.report,
+            compile_seconds=pending.seconds,
+            background=pending.warm_note,
+            eager_calls=self.eager_calls,
+        )
+
+    def _adopt(self, built: tuple[Callable[..., Any], Strategy, CompileReport, Any]) -> Any:
+        """Run later calls through a :meth:`_compile` result; return its first output."""
+        call, strategy, report, out = built
+        self._fn, self.kind, self.report = call, strategy.kind, report
+        self.name = "eager" if strategy.name == "eager" else "compile"
+        for p in report.passes:
+            if p.status == "failed":
+                warn_once(f"pass {p.name} did not apply; the step runs without it", p.detail, 5)
+        return out
+
+    def _compile(
+        self, args: tuple[Any, ...]
+    ) -> tuple[Callable[..., Any], Strategy, CompileReport, Any]:
+        """Try the strategies for ``args``; return (call, strategy, report, first output)."""
         request = Request(
             self.eager_fn, self._raw, self._bound, self._tag, args, self._state_first, self.options
         )
@@ -119,18 +246,12 @@ class Backend:
                 later = [s.name for s in self.strategies[k + 1 :] if s.applies(request) is None]
                 nxt = later[0] if later else "none"
                 what = f"the {strategy.name} strategy failed; falling back to {nxt}"
-                warn_once(what, reason, 4)
+                warn_once(what, reason, 5)
                 continue
             break
         else:  # pragma: no cover - the last strategy (eager) always applies
             raise RuntimeError("no compile strategy applied")
-        self._fn, self.kind = built.call, strategy.kind
-        if strategy.name == "eager":
-            self.name = "eager"
-        for p in built.passes:
-            if p.status == "failed":
-                warn_once(f"pass {p.name} did not apply; the step runs without it", p.detail, 4)
-        self.report = CompileReport(
+        report = CompileReport(
             strategy=strategy.name,
             passes=tuple(built.passes),
             fallbacks=tuple(fallbacks),
@@ -139,4 +260,4 @@ class Backend:
             torch_version=torch.__version__,
             options=self.options.items(),
         )
-        return built.out
+        return built.call, strategy, report, built.out

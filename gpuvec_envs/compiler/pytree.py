@@ -106,6 +106,11 @@ def same_layout(a: Any, b: Any) -> bool:
     )
 
 
+def clone_tensors(tree: Any) -> Any:
+    """``tree`` with every tensor leaf cloned (other leaves kept)."""
+    return torch_pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, tree)
+
+
 def on_cuda(tree: Any) -> bool:
     """Whether ``tree`` has tensor leaves and all of them are on CUDA devices."""
     leaves = [t for t in torch_pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]

@@ -48,6 +48,10 @@ class CompileReport:
         compile_seconds: Wall time of the first call (compilation included), in seconds.
         torch_version: ``torch.__version__`` of the process.
         options: The compiler options in force, as ``name=value`` pairs.
+        background: For a compile off the caller's path (the ``background`` backend):
+            what warmed inductor's cache first (a child process, its seconds, or why
+            none); empty for a compile at the first call.
+        eager_calls: Calls that ran eagerly before the compiled call took over.
     """
 
     strategy: str
@@ -57,6 +61,8 @@ class CompileReport:
     compile_seconds: float
     torch_version: str
     options: tuple[tuple[str, object], ...]
+    background: str = ""
+    eager_calls: int = 0
 
     @property
     def fast_path(self) -> bool:
@@ -74,6 +80,11 @@ class CompileReport:
         lines = [
             f"strategy: {self.strategy} ({self.compile_seconds:.2f} s, torch {self.torch_version})"
         ]
+        if self.background:
+            lines.append(
+                f"  compiled in the background after {self.eager_calls} eager calls "
+                f"({self.background})"
+            )
         lines += [f"  pass {p}" for p in self.passes]
         lines += [f"  fallback from {f}" for f in self.fallbacks]
         lines += [f"  skipped {f}" for f in self.skipped]

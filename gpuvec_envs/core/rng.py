@@ -90,6 +90,17 @@ def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
     return (lo + hi) & MASK32
 
 
+def _to_float(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int64 ``x`` in ``[0, 2**24)`` as ``dtype`` (exact either way).
+
+    Below AVX-512 through int32: AVX2 converts int32 lanes to floats in one instruction but
+    has no int64 conversion, which its vector code emulates lane by lane.
+    """
+    if _use_shifts(x):
+        x = x.to(torch.int32)
+    return x.to(dtype)
+
+
 def hash32(x: torch.Tensor) -> torch.Tensor:
     """Bijective 32-bit integer hash ("lowbias32") of int64 values in ``[0, 2**32)``."""
     x = x ^ (x >> 16)
@@ -186,10 +197,10 @@ class Rng:
     ) -> torch.Tensor:
         """Shape (N, *shape) floats uniform in ``[low, high)`` (24 random bits)."""
         if isinstance(low, torch.Tensor) or isinstance(high, torch.Tensor):
-            unit = (self.bits(*shape) >> 8).to(dtype) * (1.0 / (1 << 24))
+            unit = _to_float(self.bits(*shape) >> 8, dtype) * (1.0 / (1 << 24))
             return low + (high - low) * unit
         return self._draw(
-            shape, lambda b: low + (high - low) * ((b >> 8).to(dtype) * (1.0 / (1 << 24)))
+            shape, lambda b: low + (high - low) * (_to_float(b >> 8, dtype) * (1.0 / (1 << 24)))
         )
 
     def randint(self, high: int, *shape: int) -> torch.Tensor:

@@ -218,7 +218,13 @@ class GpuVecEnv(gym.vector.VectorEnv):
         max_episode_steps: Truncate episodes after this many simulation steps (``None``:
             never).
         autoreset_mode: gymnasium's ``NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED``.
-        backend: ``"eager"``, ``"compile"`` or ``"auto"`` (= compile).
+        backend: ``"auto"`` (default), ``"compile"``, ``"background"`` or ``"eager"``.
+            ``compile`` compiles the step at the first ``step()`` (seconds to a minute on
+            a cold inductor cache) and is bitwise reproducible per seed. ``background``
+            steps eagerly at first and compiles off the caller's path, then switches
+            (the state carries over exactly; float results can differ from the eager
+            steps' in the last bit, at a timing-dependent step). ``auto`` is
+            ``background`` on the CPU and ``compile`` on CUDA. See docs/performance.md.
         validate: Check every action's shape, dtype, device and values (range, NaN), and
             that every step and reset leaves state, reward and observations finite
             (``FloatingPointError`` naming the env and field otherwise). The value checks
@@ -307,6 +313,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if self.device.type == "cpu":
             self._ready_numpy_dtype = torch.empty(0, dtype=self._action_dtype).numpy().dtype
 
+        self._backend_choice = backend
         self._step = self._backend(pure_step, (self.env_def, self.params, self._step_cfg), backend)
         # steps of earlier params, so that set_params back to them reuses their graphs
         self._steps_by_params: dict[Any, Backend] = {}
@@ -330,8 +337,34 @@ class GpuVecEnv(gym.vector.VectorEnv):
 
     @property
     def backend(self) -> str:
-        """The backend in use: ``"eager"`` or ``"compile"``."""
+        """How steps run now: ``"eager"`` or ``"compile"``.
+
+        With ``backend="auto"``/``"background"`` on the CPU this is ``"eager"`` until the
+        compiled step takes over (see :meth:`wait_compiled`).
+        """
         return self._step.name
+
+    def wait_compiled(self, timeout: float | None = None) -> bool:
+        """Wait for a background compile of the step to finish (``timeout`` s at most).
+
+        With ``backend="auto"`` or ``"background"``, steps run eagerly until the compiled
+        step is ready; this blocks until it is (starting the compile now if the eager steps
+        had not yet run long enough to start it), so that the next ``step()`` runs compiled
+        or, if the compile failed, stays eager for good. Returns False on timeout; True
+        at once for the ``compile`` and ``eager`` backends and before the first step.
+        """
+        step = self._step
+        if step.mode in ("compile", "eager") or self._state is None or step.report is not None:
+            return True
+        if step.eager_calls == 0:  # the first step decides CPU/CUDA; run it on a copy
+            step(contiguous(self._state), self._example_action())
+        if step.name == "eager":
+            step.start_background((self._state, self._example_action()))
+        return step.wait(timeout)
+
+    def _example_action(self) -> torch.Tensor:
+        """Zeros of the action shape, dtype and device (an argument for compiling)."""
+        return torch.zeros(self._action_shape, dtype=self._action_dtype, device=self.device)
 
     @property
     def compile_report(self) -> CompileReport | None:
@@ -399,7 +432,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.params = new
         step = cache.pop(new, None)
         if step is None:
-            step = self._backend(pure_step, (self.env_def, new, self._step_cfg), self.backend)
+            step = self._backend(
+                pure_step, (self.env_def, new, self._step_cfg), self._backend_choice
+            )
         self._step = step
 
     # -- gymnasium API ------------------------------------------------------------------
@@ -543,7 +578,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 raise RuntimeError("call reset() before step()")
             if backend is None or built_for is not self.params:
                 bound = (self.env_def, self.params, self.cfg, post)
-                backend = self._backend(fused_post_step, bound, self.backend, f"_{id(post):x}")
+                choice = self._backend_choice
+                backend = self._backend(fused_post_step, bound, choice, f"_{id(post):x}")
                 built_for = self.params
             (self._state, extra), result = control(backend, (self._state, extra), action)
             return extra, result
@@ -591,7 +627,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         return self.env_def.render(self.params, state)
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Close the ``human`` window, if any."""
+        """Stop background compiles and close the ``human`` window, if any."""
+        for step in (self._step, *self._steps_by_params.values()):
+            step.cancel()
         if self._window is not None:
             self._window.close()
 

@@ -1,0 +1,271 @@
+"""The background backend: eager first, compiled off the caller's path, an exact switch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import gymnasium as gym
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+import gpuvec_envs  # noqa: F401 - registers the IDs
+from gpuvec_envs.compiler import Backend, background
+from gpuvec_envs.compiler import backend as compiler_backend
+from gpuvec_envs.compiler.strategies import Built
+
+ENV_ID = "gpuvec/CartPole-v1"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped) counts as gone
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def _actions(n: int, steps: int, seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 2, (n,), generator=g) for _ in range(steps)]
+
+
+def _leaves(env: gym.vector.VectorEnv) -> list[torch.Tensor]:
+    return pytree.tree_leaves(env.unwrapped.state)
+
+
+def test_auto_steps_eagerly_first_and_compiles_nothing_on_the_callers_path():
+    from gpuvec_envs.compiler import flat
+
+    before = flat.compiled_graphs
+    env = gym.make_vec(ENV_ID, num_envs=16)
+    env.reset(seed=0)
+    for a in _actions(16, 5, 0):
+        env.step(a)
+    step = env.unwrapped._step
+    assert env.unwrapped.backend == "eager" and step.mode == "auto"
+    assert step.eager_calls == 5 and env.unwrapped.compile_report is None
+    assert flat.compiled_graphs == before  # nothing compiled in this process
+    env.close()
+
+
+def test_switch_keeps_the_state_exactly_and_loses_no_step(monkeypatch):
+    """Before the switch: bitwise the eager env; after: bitwise a compiled env from there."""
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    n, kw = 64, dict(max_episode_steps=30, autoreset_mode="same_step")
+    acts = _actions(n, 80, 1)
+    bg = gym.make_vec(ENV_ID, num_envs=n, backend="background", **kw)
+    eager = gym.make_vec(ENV_ID, num_envs=n, backend="eager", **kw)
+    for e in (bg, eager):
+        e.reset(seed=7)
+    for a in acts[:10]:
+        x, y = bg.step(a), eager.step(a)
+        for u, v in zip(x[:4], y[:4], strict=True):
+            assert torch.equal(u, v)
+    assert bg.unwrapped.backend == "eager"
+    assert bg.unwrapped.wait_compiled(timeout=600)
+    # the state at the switch, continued by a compiled env from a checkpoint
+    sd = bg.unwrapped.state_dict()
+    for u, v in zip(_leaves(bg), _leaves(eager), strict=True):
+        assert torch.equal(u, v)
+    ref = gym.make_vec(ENV_ID, num_envs=n, backend="compile", **kw)
+    ref.reset(seed=0)
+    ref.unwrapped.load_state_dict(sd)
+    for a in acts[10:]:
+        x, y = bg.step(a), ref.step(a)
+        for u, v in zip(x[:4], y[:4], strict=True):
+            assert torch.equal(u, v)
+        assert torch.equal(x[4]["final_obs"], y[4]["final_obs"])
+    report = bg.unwrapped.compile_report
+    assert bg.unwrapped.backend == "compile" and report.fast_path
+    assert report.eager_calls == 10 and report.background
+    assert "compiled in the background after 10 eager calls" in str(report)
+    for u, v in zip(_leaves(bg), _leaves(ref), strict=True):
+        assert torch.equal(u, v)
+    assert int(bg.unwrapped.state.elapsed.max()) <= 30
+    for e in (bg, eager, ref):
+        e.close()
+
+
+class _Boom:
+    name, kind = "boom", "fused"
+
+    def applies(self, request):
+        return None
+
+    def build(self, request):
+        raise RuntimeError("no compiler here")
+
+
+class _Double:
+    """A 'compiled' call that is the eager one plus a marker (to see the switch)."""
+
+    name, kind = "double", "fused"
+
+    def applies(self, request):
+        return None
+
+    def build(self, request):
+        def call(x):
+            return request.fn(x) + 1000
+
+        return Built(call, call(*request.args))
+
+
+#: A lambda: its job does not pickle, so these Backend tests start no child process.
+_fn = lambda x: x * 2  # noqa: E731
+
+
+def test_a_failing_background_compile_stays_eager_with_one_warning(monkeypatch):
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    monkeypatch.setattr(compiler_backend, "_warned", set())
+    b = Backend(_fn, (), "background", "boom", strategies=(_Boom(),))
+    x = torch.arange(4.0)
+    assert torch.equal(b(x), x * 2)
+    assert b._pending is not None and b.wait(120)
+    with pytest.warns(RuntimeWarning, match="background compile failed.*no compiler here"):
+        assert torch.equal(b(x), x * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            assert torch.equal(b(x), x * 2)
+    assert b.name == "eager" and b.report.strategy == "eager"
+    assert b.report.fallbacks[0].strategy == "background"
+    assert "no compiler here" in b.report.fallbacks[0].reason
+
+
+def test_a_job_that_does_not_pickle_compiles_in_process(monkeypatch):
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    scale = torch.tensor(3.0)
+    b = Backend(lambda x: x * scale, (), "background", "local", strategies=(_Double(),))
+    x = torch.arange(4.0)
+    assert torch.equal(b(x), x * 3)
+    assert b.wait(60)
+    assert torch.equal(b(x), x * 3 + 1000)  # switched
+    assert b.report.strategy == "double" and b.eager_calls == 1
+    assert "do not pickle" in b.report.background
+
+
+def test_background_starts_only_after_enough_eager_time(monkeypatch):
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 3600.0)
+    b = Backend(_fn, (), "background", "late", strategies=(_Double(),))
+    for _ in range(5):
+        b(torch.ones(2))
+    assert b._pending is None and b.wait(0)  # nothing pending: nothing to wait for
+    b.start_background((torch.ones(2),))
+    assert b.wait(60) and torch.equal(b(torch.ones(2)), torch.full((2,), 1002.0))
+
+
+def test_close_stops_the_child_and_the_thread(monkeypatch):
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    env = gym.make_vec(ENV_ID, num_envs=8, backend="background", max_episode_steps=17)
+    env.reset(seed=0)
+    env.step(torch.zeros(8, dtype=torch.int64))
+    pending = env.unwrapped._step._pending
+    deadline = time.monotonic() + 60
+    while pending.child_pid is None and not pending.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = pending.child_pid
+    assert pid is not None, pending.warm_note
+    env.close()
+    assert not _alive(pid)
+    assert pending.wait(60) and isinstance(pending.error, RuntimeError)
+    obs, *_ = env.step(torch.zeros(8, dtype=torch.int64))  # still steps, eagerly
+    assert env.unwrapped.backend == "eager" and obs.shape == (8, 4)
+
+
+def test_interpreter_exit_leaves_no_child(tmp_path):
+    script = textwrap.dedent(
+        """
+        import time, torch, gymnasium as gym, gpuvec_envs
+        from gpuvec_envs.compiler import backend
+        backend.START_AFTER_S = 0.0
+        env = gym.make_vec("gpuvec/CartPole-v1", num_envs=8, max_episode_steps=19)
+        env.reset(seed=0)
+        env.step(torch.zeros(8, dtype=torch.int64))
+        p = env.unwrapped._step._pending
+        while p.child_pid is None and not p.done:
+            time.sleep(0.05)
+        print(p.child_pid, flush=True)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
+    )
+    pid = int(out.stdout.split()[-1])
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def test_deepcopy_of_an_env_with_a_pending_compile(monkeypatch):
+    import copy
+
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    env = gym.make_vec(ENV_ID, num_envs=8, backend="background", max_episode_steps=23)
+    env.reset(seed=2)
+    env.step(torch.zeros(8, dtype=torch.int64))
+    twin = copy.deepcopy(env)
+    assert twin.unwrapped._step._pending is None
+    a = torch.ones(8, dtype=torch.int64)
+    for u, v in zip(env.step(a)[:4], twin.step(a)[:4], strict=True):
+        assert torch.equal(u, v)
+    env.close()
+    twin.close()
+
+
+def test_background_module_pickles_the_env_step_job():
+    env = gym.make_vec(ENV_ID, num_envs=4, backend="background")
+    env.reset(seed=0)
+    step = env.unwrapped._step
+    job = background.WarmJob(
+        step._raw, step._bound, "t", (env.unwrapped.state,), True, step.options, 1
+    )
+    assert background._payload(job) is not None
+    env.close()
+
+
+def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeypatch):
+    """Default collector on a default env: env-step rollouts at once, compiled ones later."""
+    from test_rollout import N, T, Policy
+
+    from gpuvec_envs.rollout import RolloutCollector
+
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    kw = dict(num_envs=N, dtype=torch.float64, max_episode_steps=12)
+    env = gym.make_vec(ENV_ID, **kw)
+    ref = gym.make_vec(ENV_ID, backend="eager", **kw)
+    env.reset(seed=3)
+    obs, _ = ref.reset(seed=3)
+    policy = Policy()
+    collector = RolloutCollector(env, policy, T)
+
+    def check(out, obs):
+        with torch.no_grad():
+            for t in range(T):
+                p = policy(obs)
+                nxt, rew, term, trunc, _ = ref.step(p["action"])
+                torch.testing.assert_close(out.obs[t], obs, rtol=0, atol=1e-12)
+                assert torch.equal(out.actions[t], p["action"])
+                torch.testing.assert_close(out.rewards[t], rew, rtol=0, atol=0)
+                assert torch.equal(out.terminated[t], term)
+                assert torch.equal(out.truncated[t], trunc)
+                obs = nxt
+        return obs
+
+    obs = check(collector.collect(), obs)
+    assert collector.kind == "env_step" and collector._scan_fn is None
+    assert collector.wait_compiled(timeout=900)
+    for _ in range(2 * (RolloutCollector.TRIALS + 1)):
+        obs = check(collector.collect(), obs)
+    assert env.unwrapped.backend == "compile"
+    assert collector.kind in ("scan", "env_step") and collector.use_scan == collector.kind
+    env.close()
