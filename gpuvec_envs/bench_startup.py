@@ -27,7 +27,8 @@ import json, sys, time
 t0 = time.perf_counter()
 import gymnasium as gym, torch
 import gpuvec_envs
-env_id, n, backend, seconds, window = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+env_id, n, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+seconds, window = float(sys.argv[4]), float(sys.argv[5])
 t_import = time.perf_counter() - t0
 t0 = time.perf_counter()
 env = gym.make_vec(env_id, num_envs=n, backend=backend, validate=False)

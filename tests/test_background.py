@@ -235,7 +235,7 @@ def test_background_module_pickles_the_env_step_job():
 
 def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeypatch):
     """Default collector on a default env: env-step rollouts at once, compiled ones later."""
-    from test_rollout import N, T, Policy
+    from test_rollout import N, Policy, T
 
     from gpuvec_envs.rollout import RolloutCollector
 
