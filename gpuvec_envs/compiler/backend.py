@@ -48,7 +48,8 @@ class Backend:
     The ``background`` backend runs calls eagerly and, once they have taken
     :data:`START_AFTER_S` seconds, compiles a copy of the latest call's arguments off the
     caller's path (:mod:`~gpuvec_envs.compiler.background`); the first call after that build
-    finishes switches to the compiled call, so no call waits for the compiler. Switching
+    finishes switches to the compiled call, so no call waits for the compiler (meanwhile
+    eager calls leave one of the process's CPU threads to the compile). Switching
     changes no state a state-first call carries, but eager and compiled float results can
     differ in the last bit, and the switch point depends on timing. On CUDA, ``background``
     and ``auto`` compile at the first call, as ``compile`` does (the CUDA graph is captured
@@ -127,7 +128,15 @@ class Backend:
             self._switch(pending)
             return self(*args)
         t0 = time.perf_counter()
-        out = self.eager_fn(*args)
+        threads = torch.get_num_threads()
+        if pending is not None and threads > 1:  # leave a core to the compile
+            torch.set_num_threads(threads - 1)
+            try:
+                out = self.eager_fn(*args)
+            finally:
+                torch.set_num_threads(threads)
+        else:
+            out = self.eager_fn(*args)
         self._eager_seconds += time.perf_counter() - t0
         self.eager_calls += 1
         if pending is None and self._eager_seconds >= START_AFTER_S:
