@@ -53,6 +53,9 @@ class Section:
         rollout_num_envs: Batch size of the rollout rows (gpuvec's ``RolloutCollector`` and
             gymnax's ``lax.scan``); ``None`` for none.
         rollout_steps: T of the rollout rows.
+        num_threads: ``num_threads`` values of gpuvec's per-call step rows.
+        competitor: Busy processes (``while True: pass``) running while the section is
+            timed (set up before they start), to measure speed on a contended CPU.
     """
 
     name: str
@@ -64,6 +67,8 @@ class Section:
     gymnax: bool = True
     rollout_num_envs: int | None = None
     rollout_steps: int = 32
+    num_threads: tuple[int | str, ...] = ("auto",)
+    competitor: int = 0
 
 
 CLASSIC = (
@@ -96,6 +101,26 @@ REPORT = (
         rollout_num_envs=65536,
     ),
     Section("minatar", "MinAtar at N=4096", MINATAR, (4096,), rollout_num_envs=4096),
+    Section(
+        "contended",
+        "CartPole-v1 at N=65536 with one busy competitor process",
+        ("gpuvec/CartPole-v1",),
+        (65536,),
+        peers=("numpy",),
+        gymnax=False,
+        num_threads=("auto", 1),
+        competitor=1,
+    ),
+    Section(
+        "contended_minatar",
+        "MinAtar Breakout at N=4096 with one busy competitor process",
+        ("gpuvec/MinAtar-Breakout-v1",),
+        (4096,),
+        peers=("sync",),
+        gymnax=False,
+        num_threads=("auto", 1),
+        competitor=1,
+    ),
 )
 
 
@@ -154,7 +179,8 @@ def _jobs(section: Section, backend: str) -> list[tuple[str, dict[str, Any]]]:
     """The configurations of one env of ``section``: ``(kind, kwargs)``."""
     jobs: list[tuple[str, dict[str, Any]]] = []
     for n in section.num_envs:
-        jobs.append(("gpuvec", dict(num_envs=n, backend=backend)))
+        for k in section.num_threads:
+            jobs.append(("gpuvec", dict(num_envs=n, backend=backend, num_threads=k)))
     if section.rollout_num_envs is not None:
         kw = dict(num_envs=section.rollout_num_envs, num_steps=section.rollout_steps)
         jobs.append(("rollout", dict(kw, backend=backend)))
@@ -223,7 +249,8 @@ def run_section(
                     notes.append(
                         f"skipped peer {kw['peer']} for {env_id}: not installed or no such env"
                     )
-            bench.time_interleaved(opened, min_time=min_time, repeats=repeats)
+            with bench.busy_processes(section.competitor):
+                bench.time_interleaved(opened, min_time=min_time, repeats=repeats)
             for o, t in zip(opened, scale, strict=True):
                 r = o.result
                 r.steps_per_s *= t
@@ -312,6 +339,7 @@ def run_report(
                 "num_envs": list(s.num_envs),
                 "rollout_num_envs": s.rollout_num_envs,
                 "rollout_steps": s.rollout_steps,
+                "competitor": s.competitor,
                 "results": [dataclasses.asdict(r) for r in results],
                 "notes": notes,
             }

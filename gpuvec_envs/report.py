@@ -28,6 +28,7 @@ README_END = "<!-- /speed-table -->"
 #: Column order and meaning of the implementations a report can hold.
 IMPLS = {
     "gpuvec-compile": "gpuvec `env.step`, compiled (one call = one step of N envs)",
+    "gpuvec-compile-1t": 'gpuvec `env.step`, compiled, `num_threads=1` (the default is `"auto"`)',
     "gpuvec-eager": "gpuvec `env.step`, eager torch ops",
     "gpuvec-rollout-compile": "gpuvec `RolloutCollector`, T steps of a linear policy and the "
     "env in one compiled call",
@@ -80,8 +81,37 @@ def _machine(report: dict[str, Any]) -> list[str]:
     ]
 
 
+def _contended(sec: dict[str, Any]) -> list[str]:
+    """A contended section: gpuvec's default and 1-thread steps against the peer."""
+    rows = sec["results"]
+    lines = [
+        '| env | N | gpuvec `num_threads="auto"` | gpuvec `num_threads=1` | peer '
+        "| auto / peer | auto / 1 thread |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for env in dict.fromkeys(r["env"] for r in rows):
+        mine = [r for r in rows if r["env"] == env]
+        auto, one = _best(mine, "gpuvec-compile"), _best(mine, "gpuvec-compile-1t")
+        peers = [r for r in mine if not r["impl"].startswith("gpuvec") and r["steps_per_s"]]
+        peer = max(peers, key=lambda r: r["steps_per_s"]) if peers else None
+        cells = [_fmt_rate(x["steps_per_s"]) if x else "-" for x in (auto, one)]
+        cells.append(
+            f"{_fmt_rate(peer['steps_per_s'])} ({peer['impl']}, N={peer['num_envs']})"
+            if peer
+            else "-"
+        )
+        for other in (peer, one):
+            ok = auto is not None and other is not None
+            cells.append(_ratio(auto["steps_per_s"] / other["steps_per_s"]) if ok else "-")
+        n = auto["num_envs"] if auto else "-"
+        lines.append(f"| {_short(env)} | {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _summary(sec: dict[str, Any]) -> list[str]:
     """One row per env (per N for a one-env section): rates and ratios."""
+    if sec.get("competitor"):
+        return _contended(sec)
     rows = sec["results"]
     envs = list(dict.fromkeys(r["env"] for r in rows))
     lines: list[str] = []
@@ -139,14 +169,15 @@ def _summary(sec: dict[str, Any]) -> list[str]:
 
 def _details(sec: dict[str, Any]) -> list[str]:
     lines = [
-        "| env | impl | num_envs | env-steps/s | µs per call | setup (s) | note |",
-        "|---|---|---|---|---|---|---|",
+        "| env | impl | num_envs | env-steps/s | µs per call | setup (s) | first step (s) | note |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in sec["results"]:
+        first = r.get("first_step_s") or 0.0
         lines.append(
             f"| {_short(r['env'])} | {r['impl']} | {r['num_envs']} | "
             f"{_fmt_rate(r['steps_per_s'])} | {r['call_us']:.1f} | {r['setup_s']:.2f} | "
-            f"{r['note']} |"
+            f"{first:.2f} | {r['note']} |"
         )
     return lines
 
@@ -190,7 +221,10 @@ def render_markdown(report: dict[str, Any], plots: dict[str, str] | None = None)
         "- **env-steps/s** = N x calls per second, the median of the timed blocks. All "
         "configurations of one env are set up first, then timed in turn, one block each per "
         "round, so a ratio compares blocks run seconds apart.",
-        "- **setup** (construction, compilation, first call) is reported on its own and never "
+        "- **setup** (construction, compilation, first call) and **first step** (the first "
+        '`step()` alone, where gpuvec\'s step compiles: these runs use `backend="compile"`; '
+        "the default backend's start-up is measured by `python -m gpuvec_envs.bench_startup`, "
+        "see docs/performance.md) are reported on their own and never "
         "counted in env-steps/s. Random actions are pre-drawn and cycled for every "
         "per-call implementation; rollouts run a fixed linear policy on the flattened "
         "observation (argmax or tanh), the same weights in torch and JAX.",
@@ -202,6 +236,14 @@ def render_markdown(report: dict[str, Any], plots: dict[str, str] | None = None)
         out += [f"## {sec['title']}", ""]
         if sec["name"] in plots:
             out += [f"![{sec['title']}]({plots[sec['name']]})", ""]
+        if sec.get("competitor"):
+            k = sec["competitor"]
+            out += [
+                f"Timed while {k} busy process{'es' if k > 1 else ''} "
+                '(`python -c "while True: pass"`) ran on the same cores; every '
+                "configuration was set up (compiled) before it started.",
+                "",
+            ]
         if sec.get("rollout_num_envs"):
             out += [
                 f"Rollouts: T={sec['rollout_steps']} steps of N={sec['rollout_num_envs']} "
@@ -223,7 +265,13 @@ def render_markdown(report: dict[str, Any], plots: dict[str, str] | None = None)
 def speed_table(report: dict[str, Any]) -> str:
     """README's speed table: one row per env at its largest measured N, and the machine."""
     m, load = report["machine"], report["load"]
-    rows = [r for sec in report["sections"] for r in sec["results"] if r["steps_per_s"]]
+    rows = [
+        r
+        for sec in report["sections"]
+        if not sec.get("competitor")
+        for r in sec["results"]
+        if r["steps_per_s"]
+    ]
     envs = list(dict.fromkeys(r["env"] for r in rows))
     before, after = load["loadavg_1m_before"], load["loadavg_1m_after"]
     lines = [

@@ -16,6 +16,7 @@ from), and the env's state advances as if it had been stepped.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import statistics
@@ -29,7 +30,6 @@ import torch
 from gpuvec_envs import compiler
 from gpuvec_envs.compiler import threads
 from gpuvec_envs.compiler.background import BackgroundBuild
-from gpuvec_envs.compiler.pytree import clone_tensors
 from gpuvec_envs.compiler.strategies import fresh_function
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
 
@@ -94,6 +94,39 @@ def _policy_step(
     return out.state, out.obs, action, out.reward, out.terminated, out.truncated, extras
 
 
+@dataclasses.dataclass
+class _ScanJob:
+    """What a child process compiles for a collector: its scan, on a fresh eager env."""
+
+    env_def: Any
+    params: Any
+    cfg: Any  # StepConfig
+    num_envs: int
+    device: str
+    policy: Callable[[torch.Tensor], Any]
+    num_steps: int
+    threads: int
+
+    def __call__(self) -> None:
+        """Compile (in the child process)."""
+        torch.set_num_threads(self.threads)
+        cfg = self.cfg
+        env = GpuVecEnv(
+            self.env_def,
+            self.num_envs,
+            device=self.device,
+            dtype=cfg.dtype,
+            max_episode_steps=cfg.max_episode_steps,
+            autoreset_mode=cfg.autoreset_mode,
+            frame_skip=cfg.frame_skip,
+            backend="eager",
+            validate=False,
+            params=self.params,
+        )
+        env.reset(seed=0)
+        RolloutCollector(env, self.policy, self.num_steps, backend="compile", scan=True).collect()
+
+
 class RolloutCollector:
     """Collect ``num_steps`` steps of ``policy`` in ``env`` into preallocated buffers.
 
@@ -106,11 +139,13 @@ class RolloutCollector:
             spaces). It must not synchronise with the host.
         num_steps: Rollout length T.
         backend: ``"auto"`` (default), ``"compile"`` or ``"eager"``. ``compile`` builds
-            the compiled rollout at the first :meth:`collect`; ``auto`` on the CPU never
-            waits for the compiler: rollouts run the policy and the env's own step (which
-            switches to its compiled form when that is ready, see ``GpuVecEnv``'s
-            ``backend``) while the scan compiles on a background thread, started once
-            the env's step runs compiled; on CUDA ``auto`` is ``compile``.
+            the compiled rollout at the first :meth:`collect`. ``auto`` on the CPU does
+            not wait for the compiler: rollouts run the policy and the env's own step
+            (which switches to its compiled form when that is ready, see
+            ``GpuVecEnv``'s ``backend``); once the env's step runs compiled, a child
+            process compiles the scan, and the scan is then built from the warm cache
+            (seconds) and timed against the env-step loop. On CUDA ``auto`` is
+            ``compile``.
         cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph.
         scan: Off CUDA graphs: ``True`` compiles the whole T-step rollout as one call (a
             ``torch._higher_order_ops.scan`` loop: no per-step call overhead, which
@@ -237,52 +272,66 @@ class RolloutCollector:
         if self._background and self.use_scan == "auto" and self.buffers is not None:
             state = env.state
             obs = env.env_def.observation(env.params, state.env)
-            self._start_scan_build(state, obs)
-            if not self._scan_build.wait(left()):
+            self._start_scan_build()
+            if self._scan_build is not None and not self._scan_build.wait(left()):
                 return False
             self._scan_ready(state, obs)
         return True
 
     # -- internals ---------------------------------------------------------------------
     def _scan_ready(self, state: ShellState, obs: torch.Tensor) -> bool:
-        """Whether the scan built off the caller's path is ready (``scan="auto"``).
+        """Whether the scan is built (``backend="auto"``, ``scan="auto"``).
 
-        The build starts once the env's own step has left eager mode; a failed build keeps
-        the env-step loop.
+        Once the env's own step has left eager mode, a child process compiles the scan
+        (:class:`_ScanJob`), which warms inductor's cache; when it is done the scan is
+        built here from the cache. A failure keeps the env-step loop.
         """
         if self._scan_build is None:
             step = self.env._step
             if step.mode != "eager" and step.report is None:  # the env's compile comes first
                 return False
-            self._start_scan_build(state, obs)
-        if not self._scan_build.done:
-            return False
+            self._start_scan_build()
+            if self._scan_build is None:  # the policy does not pickle
+                return False
         build = self._scan_build
-        if build.error is not None:
-            warnings.warn(
-                f"compiling the rollout as one scan failed ({type(build.error).__name__}: "
-                f"{build.error}); collecting with the env's step",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            self.use_scan = "env_step"
-            self.kind = "env_step"
+        if not build.done:
             return False
-        self._scan_fn = build.result
-        return True
+        reason = build.note
+        if build.ok:
+            try:
+                self._scan_fn = self._build_scan_fn(state, obs)
+                return True
+            except Exception as exc:  # noqa: BLE001 - the env-step loop goes on
+                reason = f"{type(exc).__name__}: {exc}"
+        self._keep_env_step(reason)
+        return False
 
-    def _start_scan_build(self, state: ShellState, obs: torch.Tensor) -> None:
-        if self._scan_build is not None:
+    def _keep_env_step(self, reason: str) -> None:
+        warnings.warn(
+            f"compiling the rollout as one scan failed ({reason}); collecting with the env's step",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        self.use_scan = self.kind = "env_step"
+
+    def _start_scan_build(self) -> None:
+        if self._scan_build is not None or self.use_scan != "auto":
             return
-        state, obs = clone_tensors((state, obs))
-
-        def build() -> Callable[..., Any]:
-            fn = self._build_scan_fn(state, obs)
-            with torch.no_grad():
-                fn(self._flatten(state), obs)  # compile (torch.compile) and run once
-            return fn
-
-        self._scan_build = BackgroundBuild(build, None)
+        env = self.env
+        job = _ScanJob(
+            env.env_def,
+            env.params,
+            env.cfg,
+            env.num_envs,
+            str(env.device),
+            self.policy,
+            self.num_steps,
+            torch.get_num_threads(),
+        )
+        try:
+            self._scan_build = BackgroundBuild(job)
+        except TypeError:
+            self._keep_env_step("the policy does not pickle")
 
     def _collect_trial(self, state: ShellState, obs: torch.Tensor) -> Rollout:
         """``scan="auto"``: time the scan and the env-step loop in turn, then keep one."""

@@ -81,6 +81,20 @@ def _fixture() -> dict:
                 ],
                 "notes": ["gymnax peer skipped: ModuleNotFoundError: No module named 'jax'"],
             },
+            {
+                "name": "contended",
+                "title": "CartPole contended",
+                "num_envs": [65536],
+                "rollout_num_envs": None,
+                "rollout_steps": 32,
+                "competitor": 1,
+                "results": [
+                    _row(cp, "gpuvec-compile", 65536, 4e7),
+                    _row(cp, "gpuvec-compile-1t", 65536, 5e7),
+                    _row(cp, "gym-numpy", 65536, 5e6),
+                ],
+                "notes": [],
+            },
         ],
     }
 
@@ -108,7 +122,13 @@ def test_render_markdown_tables_from_fixture():
         "| 60k (N=1) | 4.0x | 4.0x | 2000x |"
     ) in lines
     assert "| Pendulum-v1 | 150M (N=65536) | - | - | - | 80k (N=256) | - | - | 1875x |" in lines
-    assert "| Pendulum-v1 | gym-sync | 256 | 80k | 3200.0 | 1.00 |  |" in lines
+    assert "| Pendulum-v1 | gym-sync | 256 | 80k | 3200.0 | 1.00 | 0.00 |  |" in lines
+    # a contended section: the default and 1-thread steps against the peer, its conditions
+    i = lines.index("## CartPole contended")
+    assert lines[i + 2].startswith("Timed while 1 busy process (`python -c")
+    assert (
+        "| CartPole-v1 | 65536 | 40M | 50M | 5M (gym-numpy, N=65536) | 8.0x | 0.8x |"
+    ) in lines
     assert "- Note: gymnax peer skipped: ModuleNotFoundError: No module named 'jax'" in lines
     assert "Rollouts: T=32 steps of N=4096 envs per call." in lines
 

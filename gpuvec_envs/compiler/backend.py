@@ -15,7 +15,7 @@ import torch
 
 from gpuvec_envs.compiler.background import BackgroundBuild, WarmJob
 from gpuvec_envs.compiler.options import CompilerOptions, resolve
-from gpuvec_envs.compiler.pytree import clone_tensors, on_cuda
+from gpuvec_envs.compiler.pytree import on_cuda
 from gpuvec_envs.compiler.report import CompileReport, Fallback
 from gpuvec_envs.compiler.strategies import STRATEGIES, Request, Strategy
 
@@ -46,10 +46,11 @@ class Backend:
     and device (the env shell guarantees this).
 
     The ``background`` backend runs calls eagerly and, once they have taken
-    :data:`START_AFTER_S` seconds, compiles a copy of the latest call's arguments off the
-    caller's path (:mod:`~gpuvec_envs.compiler.background`); the first call after that build
-    finishes switches to the compiled call, so no call waits for the compiler (meanwhile
-    eager calls leave one of the process's CPU threads to the compile). Switching
+    :data:`START_AFTER_S` seconds, compiles the latest call's function and arguments in a
+    child process, which fills inductor's on-disk cache
+    (:mod:`~gpuvec_envs.compiler.background`; meanwhile eager calls leave one of the
+    process's CPU threads to it); the first call after the child finishes builds the
+    compiled call from the warm cache (seconds, on the caller's thread) and runs it. Switching
     changes no state a state-first call carries, but eager and compiled float results can
     differ in the last bit, and the switch point depends on timing. On CUDA, ``background``
     and ``auto`` compile at the first call, as ``compile`` does (the CUDA graph is captured
@@ -114,19 +115,23 @@ class Backend:
         self._compiled_once = backend == "eager"
         self._eager_seconds = 0.0
         self._pending: BackgroundBuild | None = None
+        self._compile_next = False  # compile at the next call (the job did not pickle)
 
     def __call__(self, *args: Any) -> Any:
         """Call the function; a compiled backend compiles (or switches) on its first calls."""
         if self._compiled_once:
             return self._fn(*args)
-        if self.mode == "compile" or (self.eager_calls == 0 and on_cuda(args)):
+        if (
+            self._compile_next
+            or self.mode == "compile"
+            or (self.eager_calls == 0 and on_cuda(args))
+        ):
             self._compiled_once = True
             self.name = "compile"
             return self._adopt(self._compile(args))
         pending = self._pending
         if pending is not None and pending.done:
-            self._switch(pending)
-            return self(*args)
+            return self._switch(pending, args)
         t0 = time.perf_counter()
         threads = torch.get_num_threads()
         if pending is not None and threads > 1:  # leave a core to the compile
@@ -144,36 +149,48 @@ class Backend:
         return out
 
     def start_background(self, args: tuple[Any, ...]) -> None:
-        """Start compiling for ``args`` (copied) off the caller's path, if not started yet."""
+        """Start warming inductor's cache for ``args`` in a child process, if not started.
+
+        A function that does not pickle is compiled at the next call instead (on the
+        caller's thread, as the ``compile`` backend does).
+        """
         if self._pending is not None or self._compiled_once:
             return
-        snapshot = clone_tensors(tuple(args))
         job = WarmJob(
             self._raw,
             self._bound,
             self._tag,
-            snapshot,
+            tuple(args),
             self._state_first,
             self.options,
             torch.get_num_threads(),
         )
-        self._pending = BackgroundBuild(functools.partial(self._compile, snapshot), job)
+        try:
+            self._pending = BackgroundBuild(job)
+        except TypeError:
+            self._compile_next = True
+            warn_once(
+                "the step does not pickle, so it cannot be compiled in a child process",
+                "it compiles at the next call instead",
+                3,
+            )
+            return
+        weakref.finalize(self, self._pending.cancel)
         _log.info(
             "background compile of %s started after %d eager calls (%.2f s)",
             self._tag,
             self.eager_calls,
             self._eager_seconds,
         )
-        weakref.finalize(self, self._pending.cancel)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until a background compile started by earlier calls has finished.
+        """Block until a background compile started by earlier calls has warmed the cache.
 
-        The next call then runs compiled (or, if the compile failed, eagerly for good).
-        Returns whether no compile is pending any more.
+        The next call then builds the compiled call (seconds) and runs it, or, if the
+        compile failed, runs eagerly for good. Returns whether nothing is pending any more.
         """
         pending = self._pending
-        return pending is None or pending.wait(timeout)
+        return pending is None or self._compiled_once or pending.wait(timeout)
 
     def cancel(self) -> None:
         """Stop a pending background compile; later calls stay eager."""
@@ -191,12 +208,16 @@ class Backend:
         state["_pending"] = None
         return state
 
-    def _switch(self, pending: BackgroundBuild) -> None:
-        """Adopt a finished background compile (or, if it failed, stay eager)."""
+    def _switch(self, pending: BackgroundBuild, args: tuple[Any, ...]) -> Any:
+        """Build the compiled call from the warm cache and run it (or stay eager)."""
         self._compiled_once = True
-        if pending.error is not None:
-            exc = pending.error
-            reason = f"{type(exc).__name__}: {exc}".split("\n")[0][:500]
+        reason = None if pending.ok else pending.note
+        if reason is None:
+            try:
+                built = self._compile(args)
+            except Exception as exc:  # noqa: BLE001 - the eager calls go on
+                reason = f"{type(exc).__name__}: {exc}".split("\n")[0][:500]
+        if reason is not None:
             warn_once("the background compile failed; the calls stay eager", reason, 4)
             self.name, self.kind = "eager", "eager"
             self.report = CompileReport(
@@ -204,21 +225,25 @@ class Backend:
                 passes=(),
                 fallbacks=(Fallback("background", reason),),
                 skipped=(),
-                compile_seconds=pending.seconds,
+                compile_seconds=0.0,
                 torch_version=torch.__version__,
                 options=self.options.items(),
-                background=pending.warm_note,
+                background=pending.note,
                 eager_calls=self.eager_calls,
             )
-            return
-        self._adopt(pending.result)
-        _log.info("%s runs compiled (%s) after %.1f s", self._tag, self.kind, pending.seconds)
+            return self.eager_fn(*args)
+        out = self._adopt(built)
         self.report = dataclasses.replace(
-            self.report,
-            compile_seconds=pending.seconds,
-            background=pending.warm_note,
-            eager_calls=self.eager_calls,
+            self.report, background=pending.note, eager_calls=self.eager_calls
         )
+        _log.info(
+            "%s runs compiled (%s) after %d eager calls; build from the warm cache %.1f s",
+            self._tag,
+            self.kind,
+            self.eager_calls,
+            self.report.compile_seconds,
+        )
+        return out
 
     def _adopt(self, built: tuple[Callable[..., Any], Strategy, CompileReport, Any]) -> Any:
         """Run later calls through a :meth:`_compile` result; return its first output."""

@@ -1,13 +1,15 @@
-"""Compilation off the caller's path (the ``background`` backend).
+"""Compilation off the caller's path (the ``background`` backend): cache warming.
 
-A :class:`BackgroundBuild` runs a build function on a daemon thread while the caller goes
-on (calling the function eagerly). Most of a cold inductor compile is Python that holds
-the GIL, and would slow the caller's eager calls for its whole length, so where a
-:class:`WarmJob` (the function, its bound arguments and example arguments) pickles, a
-child process first compiles the same graph, which fills inductor's on-disk cache; the
-thread then builds from the warm cache, which takes seconds. The child is killed by
-:meth:`BackgroundBuild.cancel`, when the build is garbage-collected, at interpreter exit,
-and (from inside) when its parent process dies.
+A cold inductor compile takes seconds to minutes, most of it Python. A
+:class:`BackgroundBuild` runs a :class:`WarmJob` (the function, its bound arguments and
+example arguments, pickled with cloudpickle, so classes defined in ``__main__`` and
+closures travel too) in a child process, which compiles the same graph and so fills
+inductor's on-disk cache, while the caller goes on calling the function eagerly. The
+caller then builds the compiled call itself, from the warm cache (a few seconds), on its
+own thread: tracing (``make_fx``) patches ``torch.nn.Module.__call__`` process-wide while
+it runs, so a trace on another thread would reroute the caller's module calls (a policy's
+forward) into the trace. The child is killed by :meth:`BackgroundBuild.cancel`, when the
+build is garbage-collected, at interpreter exit, and (from inside) when its parent dies.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -42,27 +43,40 @@ class WarmJob:
     options: Any  # CompilerOptions
     threads: int  # torch.get_num_threads() of the parent (inductor's codegen reads it)
 
+    def __call__(self) -> None:
+        """Compile (in the child process)."""
+        import torch
+
+        from gpuvec_envs.compiler.backend import Backend
+
+        torch.set_num_threads(self.threads)
+        backend = Backend(
+            self.fn,
+            self.bound,
+            "compile",
+            self.tag,
+            state_first=self.state_first,
+            compiler=self.options,
+        )
+        backend(*self.args)
+
 
 class BackgroundBuild:
-    """``build()`` on a daemon thread, after an optional child process warms the cache.
+    """A :class:`WarmJob` (any picklable callable) run in a child process, from a thread.
 
     Attributes:
-        result: ``build()``'s return value once :attr:`done` (None if it raised).
-        error: The exception ``build()`` raised, if any.
-        warm_note: What the cache warming did (``"child process: 12.3 s"``, or why there was
-            none or it failed).
-        seconds: Wall time from the start to the end of ``build()``.
+        ok: Whether the child finished without error (valid once :attr:`done`).
+        note: What happened (``"child process: 12.3 s"``, or why it failed).
+        seconds: Wall time from the start to the child's end.
     """
 
-    def __init__(self, build: Callable[[], Any], job: WarmJob | None) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.warm_note = "no child process"
+    def __init__(self, job: Callable[[], Any]) -> None:
+        self.ok = False
+        self.note = "pending"
         self.seconds = 0.0
-        self._build = build
-        self._payload = _payload(job) if job is not None else None
-        if job is not None and self._payload is None:
-            self.warm_note = "no child process: the step function or its arguments do not pickle"
+        self._payload = _payload(job)
+        if self._payload is None:
+            raise TypeError("the job does not pickle")
         self._proc: subprocess.Popen[bytes] | None = None
         self._cancelled = False
         self._done = threading.Event()
@@ -73,15 +87,15 @@ class BackgroundBuild:
 
     @property
     def done(self) -> bool:
-        """Whether the build has finished (successfully or not)."""
+        """Whether the child has finished (successfully or not)."""
         return self._done.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the build has finished (or ``timeout`` s); return :attr:`done`."""
+        """Block until the child has finished (or ``timeout`` s); return :attr:`done`."""
         return self._done.wait(timeout)
 
     def cancel(self) -> None:
-        """Kill the child process, if any, and skip the in-process build if not begun."""
+        """Kill the child process, if any."""
         with self._lock:
             self._cancelled = True
             proc = self._proc
@@ -91,27 +105,24 @@ class BackgroundBuild:
 
     @property
     def child_pid(self) -> int | None:
-        """The pid of the child process while it runs (for tests), else None."""
+        """The pid of the child process while it runs, else None."""
         proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
     def _run(self) -> None:
         start = time.perf_counter()
         try:
-            if self._payload is not None:
-                self.warm_note = self._warm(self._payload)
-            if self._cancelled:
-                self.error = RuntimeError("cancelled")
-                return
-            self.result = self._build()
+            self.ok, self.note = self._warm(self._payload)
+            # the caller's build imports these next; importing is safe on any thread
+            import torch._inductor.compile_fx  # noqa: F401
         except BaseException as exc:  # noqa: BLE001 - reported to the caller's thread
-            self.error = exc
+            self.ok, self.note = False, f"{type(exc).__name__}: {exc}"
         finally:
             self.seconds = time.perf_counter() - start
             self._done.set()
 
-    def _warm(self, payload: bytes) -> str:
-        """Compile the job in a child process; return a note on how that went."""
+    def _warm(self, payload: bytes) -> tuple[bool, str]:
+        """Run the job in a child process; return (success, a note on how it went)."""
         start = time.perf_counter()
         fd, path = tempfile.mkstemp(prefix="gpuvec-warm-", suffix=".pkl")
         try:
@@ -119,11 +130,10 @@ class BackgroundBuild:
                 f.write(payload)
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if isinstance(p, str) and p)
-            env["GPUVEC_WARM_CHILD"] = "1"
             with tempfile.TemporaryFile() as err:
                 with self._lock:
                     if self._cancelled:
-                        return "cancelled"
+                        return False, "cancelled"
                     self._proc = subprocess.Popen(
                         [sys.executable, "-m", "gpuvec_envs.compiler.background", path],
                         stdin=subprocess.DEVNULL,
@@ -134,20 +144,24 @@ class BackgroundBuild:
                 code = self._proc.wait()
                 seconds = time.perf_counter() - start
                 if code == 0:
-                    return f"child process: {seconds:.1f} s"
+                    return True, f"child process: {seconds:.1f} s"
+                if self._cancelled:
+                    return False, "cancelled"
                 err.seek(0)
                 tail = err.read().decode(errors="replace").strip().splitlines()
                 last = tail[-1][-_STDERR_TAIL:] if tail else ""
-                return f"child process failed (exit {code} after {seconds:.1f} s): {last}"
+                return False, f"child process failed (exit {code} after {seconds:.1f} s): {last}"
         finally:
             os.unlink(path)
 
 
-def _payload(job: WarmJob) -> bytes | None:
-    """``job`` pickled, or None if it does not pickle."""
+def _payload(job: Callable[[], Any]) -> bytes | None:
+    """``job`` pickled by cloudpickle, or None if it does not pickle."""
+    import cloudpickle
+
     try:
-        return pickle.dumps(job)
-    except Exception:  # noqa: BLE001 - closures, local classes, ...: no child then
+        return cloudpickle.dumps(job)
+    except Exception:  # noqa: BLE001 - a lock, a file, ... in the job: no child then
         return None
 
 
@@ -171,28 +185,16 @@ def _exit_with_parent() -> None:
 
 
 def _child_main(path: str) -> None:
-    """Compile a pickled :class:`WarmJob` (the child process's whole work)."""
+    """Run a pickled job (the child process's whole work)."""
     _exit_with_parent()
+    import pickle
     import warnings
 
-    import torch
-
-    from gpuvec_envs.compiler.backend import Backend
-
     with open(path, "rb") as f:
-        job: WarmJob = pickle.load(f)  # noqa: S301 - written by our parent process
-    torch.set_num_threads(job.threads)
+        job = pickle.load(f)  # noqa: S301 - written by our parent process
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        backend = Backend(
-            job.fn,
-            job.bound,
-            "compile",
-            job.tag,
-            state_first=job.state_first,
-            compiler=job.options,
-        )
-        backend(*job.args)
+        job()
 
 
 if __name__ == "__main__":

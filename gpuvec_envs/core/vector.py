@@ -348,19 +348,23 @@ class GpuVecEnv(gym.vector.VectorEnv):
         """Wait for a background compile of the step to finish (``timeout`` s at most).
 
         With ``backend="auto"`` or ``"background"``, steps run eagerly until the compiled
-        step is ready; this blocks until it is (starting the compile now if the eager steps
-        had not yet run long enough to start it), so that the next ``step()`` runs compiled
-        or, if the compile failed, stays eager for good. Returns False on timeout; True
-        at once for the ``compile`` and ``eager`` backends and before the first step.
+        step is ready; this starts the compile if the eager steps had not yet run long
+        enough to start it, waits for it and builds the compiled call, so that every later
+        ``step()`` runs compiled (or, if the compile failed, eagerly for good). Returns
+        False on timeout; True at once for the ``compile`` and ``eager`` backends and
+        before the first ``reset()``.
         """
         step = self._step
         if step.mode in ("compile", "eager") or self._state is None or step.report is not None:
             return True
         if step.eager_calls == 0:  # the first step decides CPU/CUDA; run it on a copy
             step(contiguous(self._state), self._example_action())
-        if step.name == "eager":
-            step.start_background((self._state, self._example_action()))
-        return step.wait(timeout)
+        step.start_background((self._state, self._example_action()))
+        if not step.wait(timeout):
+            return False
+        if step.report is None:  # build the compiled call now, on a copy of the state
+            step(contiguous(self._state), self._example_action())
+        return True
 
     def _example_action(self) -> torch.Tensor:
         """Zeros of the action shape, dtype and device (an argument for compiling)."""
