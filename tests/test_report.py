@@ -126,9 +126,7 @@ def test_render_markdown_tables_from_fixture():
     # a contended section: the default and 1-thread steps against the peer, its conditions
     i = lines.index("## CartPole contended")
     assert lines[i + 2].startswith("Timed while 1 busy process (`python -c")
-    assert (
-        "| CartPole-v1 | 65536 | 40M | 50M | 5M (gym-numpy, N=65536) | 8.0x | 0.8x |"
-    ) in lines
+    assert ("| CartPole-v1 | 65536 | 40M | 50M | 5M (gym-numpy, N=65536) | 8.0x | 0.8x |") in lines
     assert "- Note: gymnax peer skipped: ModuleNotFoundError: No module named 'jax'" in lines
     assert "Rollouts: T=32 steps of N=4096 envs per call." in lines
 
