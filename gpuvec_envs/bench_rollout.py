@@ -2,8 +2,10 @@
 
 Both sides run :class:`~gpuvec_envs.bench_suites.LinearPolicy` on the same env ID and N,
 each on its own env (compiled, ``validate=False``), in interleaved timed blocks of T-step
-rollouts in one process; the loop writes nothing anywhere, the collector fills its
-buffers. Optionally with busy competitor processes (``--competitor K``).
+rollouts in one process. The loop stores what a hand-written training loop keeps
+(CleanRL's ``obs``, ``actions``, ``rewards`` and ``dones`` buffers); the collector fills its
+own buffers (observations, actions, rewards, both flags). Optionally with busy competitor
+processes (``--competitor K``).
 
 Usage: ``python -m gpuvec_envs.bench_rollout --envs CartPole-v1,MinAtar-Breakout-v1``.
 """
@@ -44,11 +46,25 @@ def measure(env_id: str, n: int, t: int, blocks: int, seconds: float) -> dict[st
     collector = RolloutCollector(coll_env, policy, t)
     collector.wait_compiled()
 
+    # what a hand-written training loop keeps (CleanRL's obs/actions/rewards/dones buffers)
+    o0 = obs[0]
+    bufs = (
+        torch.empty((t, *o0.shape), dtype=o0.dtype),
+        torch.empty((t, n, *loop_env.single_action_space.shape), dtype=torch.float32),
+        torch.empty((t, n)),
+        torch.empty((t, n), dtype=torch.bool),
+    )
+
     @torch.no_grad()
     def loop() -> None:
         o = obs[0]
-        for _ in range(t):
-            o = loop_env.step(policy(o))[0]
+        for i in range(t):
+            bufs[0][i] = o
+            a = policy(o)
+            bufs[1][i] = a.reshape(bufs[1][i].shape)
+            o, r, term, trunc, _ = loop_env.step(a)
+            bufs[2][i] = r
+            bufs[3][i] = term | trunc
         obs[0] = o
 
     for _ in range(2 + 2 * (RolloutCollector.TRIALS + 1)):  # compile; the collector decides
