@@ -12,7 +12,7 @@ import torch
 
 from gpuvec_envs.compiler.options import CompilerOptions, resolve
 from gpuvec_envs.compiler.report import CompileReport, Fallback
-from gpuvec_envs.compiler.strategies import STRATEGIES, Request, Strategy
+from gpuvec_envs.compiler.strategies import STRATEGIES, NoFallback, Request, Strategy
 
 BACKENDS = ("auto", "eager", "compile")
 _warned: set[tuple[str, str]] = set()
@@ -111,6 +111,9 @@ class Backend:
                 continue
             try:
                 built = strategy.build(request)
+            except NoFallback:  # the function's own error: no strategy would do better
+                self._compiled_once = False
+                raise
             except Exception as exc:  # noqa: BLE001 - try the next strategy
                 if k == len(self.strategies) - 1:
                     raise
