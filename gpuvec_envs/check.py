@@ -39,7 +39,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpuvec_envs.core.env import EnvDef, params_from_kwargs
+from gpuvec_envs.core.env import EnvDef, params_from_kwargs, step_output_problems
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
 from gpuvec_envs.core.vector import GpuVecEnv, as_dtype
 from gpuvec_envs.custom import env_def_instance
@@ -474,20 +474,8 @@ def _describe(t: Any) -> str:
 
 def _check_flat(method: str, what: str, t: Any, n: int, device: torch.device, r: _Report) -> None:
     """``reward``: (N,) real, not bool; ``terminated``: (N,) bool; both on ``device``."""
-    if not isinstance(t, torch.Tensor):
-        r.add(method, what, f"{what} must be a tensor, got {type(t).__name__}")
-        return
-    if tuple(t.shape) != (n,) or t.device != device:
-        r.add(method, what, f"{what} must have shape ({n},) on {device}, got {_describe(t)}")
-    if what == "terminated" and t.dtype != torch.bool:
-        r.add(method, what, f"terminated must be bool, got {t.dtype} (compare, e.g. `x != 0`)")
-    if what == "reward" and (t.dtype == torch.bool or t.is_complex()):
-        r.add(
-            method,
-            what,
-            f"reward must be a real float or integer dtype, got {t.dtype} (use "
-            "torch.where(flag, 1.0, 0.0))",
-        )
+    for _, message in step_output_problems(what, t, n, device):
+        r.add(method, what, message)
 
 
 def _check_obs_layout(

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch.utils import _pytree as pytree
 
 import gpuvec_envs
-from gpuvec_envs import EnvDef, EnvDefError, check_env_def
+from gpuvec_envs import EnvDef, EnvDefError, GpuVecEnv, check_env_def
 from gpuvec_envs.core.env import params_from_kwargs
 from gpuvec_envs.core.vector import resolve_env_def
 from gpuvec_envs.registry import REGISTRY
@@ -123,6 +125,17 @@ class FloatTerminated(Drift):
         return nxt, r, term.to(torch.float32)
 
 
+class ComplexReward(Drift):
+    def reward(self, x):
+        return torch.complex(-x.abs(), x)
+
+
+class WrongTerminatedShape(Drift):
+    def step(self, params, state, action, rng):
+        nxt, r, term = super().step(params, state, action, rng)
+        return nxt, r, term[:, None]
+
+
 class ObsOutside(Drift):
     def observation(self, params, state):
         return super().observation(params, state) * 100
@@ -185,6 +198,8 @@ CATALOGUE = [
     (WrongRewardShape, "step", "reward", "reward must have shape (8,) on cpu", None),
     (BoolReward, "step", "reward", "reward must be a real float or integer dtype", None),
     (FloatTerminated, "step", "terminated", "terminated must be bool, got torch.float32", None),
+    (ComplexReward, "step", "reward", "reward must be a real float or integer dtype", None),
+    (WrongTerminatedShape, "step", "terminated", "terminated must have shape (8,) on cpu", None),
     (ObsOutside, "observation", "observation", "outside [-10.0, 10.0]", None),
     (WrongObsDtype, "observation", "observation", "got (8, 2) torch.float64 on cpu", None),
     (TorchRand, "step", "rng", "`rand_like` draws from a torch generator", "torch.rand_like"),
@@ -214,6 +229,53 @@ def test_broken_env_is_rejected_with_its_message(cls, method, rule, message, sou
     text = str(err)
     assert text.startswith(f"{cls.__name__} breaks {len(err.violations)} rule(s)")
     assert f"{method} [{rule}]" in text
+
+
+# -- the shell's own check of step outputs --------------------------------------------------
+SHELL_REJECTS = [
+    (BoolReward, TypeError, "reward must be a real float or integer dtype, got torch.bool"),
+    (ComplexReward, TypeError, "reward must be a real float or integer dtype, got torch.complex64"),
+    (WrongRewardShape, ValueError, "reward must have shape (8,) on cpu, got (8, 1) torch.float32"),
+    (FloatTerminated, TypeError, "terminated must be bool, got torch.float32"),
+    (WrongTerminatedShape, ValueError, "terminated must have shape (8,) on cpu, got (8, 1)"),
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "compile"])
+@pytest.mark.parametrize(
+    ("cls", "error", "message"), SHELL_REJECTS, ids=[c[0].__name__ for c in SHELL_REJECTS]
+)
+def test_the_shell_rejects_bad_step_outputs_and_keeps_the_state(cls, error, message, backend):
+    """Without the checker: the shell's step names the class, method and rule, at trace time."""
+    env = GpuVecEnv(cls(), 8, backend=backend)
+    env.reset(seed=3)
+    before = pytree.tree_leaves(env.state)
+    action = torch.ones(8, dtype=torch.int64)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="gpuvec_envs compiler")  # no fallback
+        for _ in range(2):  # and again: nothing was built, nothing changed
+            with pytest.raises(error) as info:
+                env.step(action)
+            text = str(info.value)
+            assert text.startswith(f"{cls.__name__}.step breaks the EnvDef contract: "), text
+            assert message in text
+            assert text.count(" must ") == 1  # this rule only
+    assert env.compile_report is None
+    assert env.backend == backend
+    after = pytree.tree_leaves(env.state)
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+def test_the_shell_accepts_any_real_reward_dtype():
+    class IntReward(Drift):
+        def reward(self, x):
+            return (x > 0).to(torch.int32) - 1
+
+    env = GpuVecEnv(IntReward(), 8, dtype=torch.float64, backend="eager")
+    env.reset(seed=0)
+    _, reward, terminated, _, _ = env.step(torch.ones(8, dtype=torch.int64))
+    assert reward.dtype == torch.float64 and terminated.dtype == torch.bool
+    assert set(reward.tolist()) <= {-1.0, 0.0}
 
 
 def test_all_violations_in_one_error_each_with_its_line():

@@ -202,6 +202,24 @@ def test_no_torch_patch_outlives_a_compile_and_threads_compile_one_at_a_time():
     assert _patched_attributes() == original
 
 
+@pytest.mark.parametrize("size_asserts", [True, False])
+def test_compile_flat_compiles_for_the_example_shapes(size_asserts):
+    """Static shapes, with and without inductor's size asserts (on torch 2.14.1 a dimension
+    left symbolic was bound only inside the asserts: a NameError without them)."""
+    x, y = torch.arange(64, dtype=torch.int64), torch.arange(64, dtype=torch.int64) + 5
+    call = compile_flat(_small, (x, y), size_asserts=size_asserts)
+    assert all(map(torch.equal, call(x, y), _small(x, y)))
+    assert {p.name: p.status for p in call.passes} == {
+        "direct_call": "applied",
+        "lean_wrapper": "applied",
+        "cpp_schedule": "not_needed",
+    }
+    if not size_asserts:  # a kernel for 64 elements reads the first 64 of longer inputs
+        out = call(torch.arange(128), torch.arange(128) + 5)
+        assert [tuple(t.shape) for t in out] == [(64,), (64,)]
+        assert all(map(torch.equal, out, _small(x, y)))
+
+
 def test_a_fallback_is_reported_and_warns_once(monkeypatch):
     monkeypatch.setattr(compiler_backend, "_warned", set())
 

@@ -12,7 +12,7 @@ from gpuvec_envs.compiler.inplace import InPlaceStateCall
 from gpuvec_envs.compiler.options import ENV_VAR, CompilerOptions, resolve
 from gpuvec_envs.compiler.pytree import make_flattener, make_unflattener
 from gpuvec_envs.compiler.report import CompileReport, Fallback, PassResult
-from gpuvec_envs.compiler.strategies import STRATEGIES
+from gpuvec_envs.compiler.strategies import STRATEGIES, NoFallback
 
 __all__ = [
     "BACKENDS",
@@ -25,6 +25,7 @@ __all__ = [
     "CudaGraphCall",
     "Fallback",
     "InPlaceStateCall",
+    "NoFallback",
     "PassResult",
     "compile_flat",
     "make_flattener",

@@ -17,7 +17,7 @@ from gpuvec_envs.compiler.background import BackgroundBuild, WarmJob
 from gpuvec_envs.compiler.options import CompilerOptions, resolve
 from gpuvec_envs.compiler.pytree import on_cuda
 from gpuvec_envs.compiler.report import CompileReport, Fallback
-from gpuvec_envs.compiler.strategies import STRATEGIES, Request, Strategy
+from gpuvec_envs.compiler.strategies import STRATEGIES, NoFallback, Request, Strategy
 
 _log = logging.getLogger(__name__)
 BACKENDS = ("auto", "eager", "compile", "background")
@@ -272,6 +272,9 @@ class Backend:
                 continue
             try:
                 built = strategy.build(request)
+            except NoFallback:  # the function's own error: no strategy would do better
+                self._compiled_once = False
+                raise
             except Exception as exc:  # noqa: BLE001 - try the next strategy
                 if k == len(self.strategies) - 1:
                     raise

@@ -148,8 +148,13 @@ def _compile(
         loops = any(isinstance(n.target, torch._ops.HigherOrderOperator) for n in graph.graph.nodes)
         constants = [] if loops else _lift_constants(graph)
         inputs = [*leaves, *constants]
+        # Static example inputs: from real ones, AOT autograd gives every dimension a symbol,
+        # and one that no op specialises (the batch size of an elementwise step) compiles to
+        # kernels taking their sizes at run time (torch 2.14.1 then binds those symbols only
+        # in the size asserts: a NameError with size_asserts=False).
+        fake_inputs = [fake_mode.from_tensor(t, static_shapes=True) for t in inputs]
         with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
-            compiled = compile_fx(graph, inputs, inner_compile=inner_compile)
+            compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
     return compiled, inner, inputs
 
 

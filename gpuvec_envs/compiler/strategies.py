@@ -4,7 +4,9 @@ Each strategy has a ``name``, the ``kind`` of call it makes, ``applies(request)`
 if it applies, else the reason it does not) and ``build(request)``, which compiles,
 makes the first call and returns a :class:`Built`. The first strategy that applies and
 builds runs every later call; a strategy that raises is a fallback (reported, warned
-once). To add one, write a class with these four members and insert an instance into
+once), unless the error is a :class:`NoFallback`: the function itself rejected its
+arguments, every strategy would fail alike, and the error reaches the caller at once.
+To add a strategy, write a class with these four members and insert an instance into
 :data:`STRATEGIES` (or pass a sequence to ``Backend(strategies=...)``).
 """
 
@@ -24,6 +26,14 @@ from gpuvec_envs.compiler.inplace import InPlaceStateCall
 from gpuvec_envs.compiler.options import CompilerOptions
 from gpuvec_envs.compiler.pytree import make_flattener, on_cuda, same_layout
 from gpuvec_envs.compiler.report import PassResult
+
+
+class NoFallback(Exception):  # noqa: N818 - a mixin, not an error of its own
+    """Mixin for errors of the compiled function itself, raised while it is traced.
+
+    E.g. arguments that break the function's own rules: every strategy (eager included)
+    would raise it, so the backend raises it at once instead of trying the next one.
+    """
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,7 @@ import gymnasium as gym
 import torch
 from torch.utils import _pytree as pytree
 
+from gpuvec_envs.compiler.strategies import NoFallback
 from gpuvec_envs.core.rng import Rng
 
 State = TypeVar("State", bound=tuple)
@@ -167,6 +168,62 @@ def check_params_type(cls: type) -> None:
     ]
     if no_default:
         raise TypeError(f"{name}.params_type {ptype.__name__} fields need defaults: {no_default}")
+
+
+def step_output_problems(
+    what: str, t: Any, n: int, device: torch.device
+) -> list[tuple[type[Exception], str]]:
+    """Broken rules of a ``step`` output ``what`` (``"reward"`` or ``"terminated"``).
+
+    ``reward`` must be (N,) of a real dtype (float or integer, not bool or complex),
+    ``terminated`` (N,) bool, both on ``device``. Reads only metadata (no host sync), so it
+    also runs while a step is traced.
+
+    Returns:
+        ``(exception type, message)`` per broken rule; empty if none.
+    """
+    if not isinstance(t, torch.Tensor):
+        return [(TypeError, f"{what} must be a tensor, got {type(t).__name__}")]
+    problems: list[tuple[type[Exception], str]] = []
+    if tuple(t.shape) != (n,) or t.device != device:
+        got = f"{tuple(t.shape)} {t.dtype} on {t.device}"
+        problems.append((ValueError, f"{what} must have shape ({n},) on {device}, got {got}"))
+    if what == "terminated" and t.dtype != torch.bool:
+        msg = f"terminated must be bool, got {t.dtype} (compare, e.g. `x != 0`)"
+        problems.append((TypeError, msg))
+    if what == "reward" and (t.dtype == torch.bool or t.is_complex()):
+        msg = (
+            f"reward must be a real float or integer dtype, got {t.dtype} "
+            "(use torch.where(flag, 1.0, 0.0))"
+        )
+        problems.append((TypeError, msg))
+    return problems
+
+
+class ContractTypeError(TypeError, NoFallback):
+    """A method's output of the wrong type or dtype (the compiler does not fall back)."""
+
+
+class ContractValueError(ValueError, NoFallback):
+    """A method's output of the wrong shape or device (the compiler does not fall back)."""
+
+
+def check_step_outputs(
+    env_def: EnvDef, reward: Any, terminated: Any, n: int, device: torch.device
+) -> None:
+    """Raise if ``step``'s reward or terminated breaks :func:`step_output_problems`' rules.
+
+    Raises:
+        ContractTypeError: a non-tensor or a wrong dtype (e.g. a bool reward).
+        ContractValueError: a wrong shape or device.
+    """
+    problems = step_output_problems("reward", reward, n, device)
+    problems += step_output_problems("terminated", terminated, n, device)
+    if problems:
+        typed = any(k is TypeError for k, _ in problems)
+        kind = ContractTypeError if typed else ContractValueError
+        rules = "; ".join(m for _, m in problems)
+        raise kind(f"{type(env_def).__name__}.step breaks the EnvDef contract: {rules}")
 
 
 def params_from_kwargs(params_type: type, params: Any, kwargs: dict[str, Any]) -> Any:

@@ -24,7 +24,7 @@ from torch.utils import _pytree as pytree
 from gpuvec_envs.compiler import Backend, CompileReport, CompilerOptions, resolve, threads
 from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.allocator import retain_freed_memory
-from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
+from gpuvec_envs.core.env import EnvDef, check_step_outputs, params_from_kwargs, select
 from gpuvec_envs.core.finite import check_finite, finite_probe, named_leaves
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
 from gpuvec_envs.viewer import HUMAN_MAX_ENVS, HumanWindow, tile
@@ -132,6 +132,7 @@ def pure_step(
     for frame in range(cfg.frame_skip):
         rng = Rng(state.key0, state.key1, counter + frame, STEP)
         nxt, r, term = env_def.step(params, env, action, rng)
+        check_step_outputs(env_def, r, term, elapsed.shape[0], elapsed.device)  # metadata only
         r = r.to(cfg.dtype)
         if alive is None:
             env, reward, terminated, elapsed = nxt, r, term, elapsed + 1

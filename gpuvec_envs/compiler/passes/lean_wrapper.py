@@ -25,7 +25,8 @@ _ALIAS = re.compile(rf"({_NAME}) = ({_NAME})$")
 _KERNEL = re.compile(rf"cpp_fused_\w*\(({_NAME}(?:, {_NAME})*)\)$")
 _SIZES = re.compile(rf"{_NAME} = {_NAME}(\.size\(\)|\[\d+\])$")  # an input's size, read
 _REUSE_SPLIT = re.compile(r"; (?=del )")
-_SKIP = re.compile(r"(#.*|del .*|args\.clear\(\)|assert_(size_stride|alignment)\(.*\))?$")
+_ASSERT = r"assert_(size_stride|size_stride_grouped|alignment)\(.*\)"  # grouped: torch 2.14
+_SKIP = re.compile(rf"(#.*|del .*|args\.clear\(\)|{_ASSERT})?$")
 
 
 def lean_wrapper(call: Callable[..., Any]) -> tuple[Callable[..., Any] | None, str]:
