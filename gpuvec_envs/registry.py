@@ -134,6 +134,30 @@ REGISTRY: tuple[EnvEntry, ...] = (
 )
 
 
+def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
+    """Entry of ``gpuvec/MiniGrid-<name>-v0``, mirroring ``MiniGrid-<name>-v0``."""
+    return EnvEntry(
+        f"gpuvec/MiniGrid-{name}-v0",
+        f"gpuvec_envs.envs.minigrid_{cls}",
+        max_steps,
+        f"MiniGrid-{name}-v0",
+        kwargs={"max_steps": max_steps, **kwargs},
+    )
+
+
+#: minigrid 3.2.0's IDs: the reference's ``max_steps`` is both the reward's horizon and
+#: the shell's time limit.
+MINIGRID: tuple[EnvEntry, ...] = (
+    *(_minigrid(f"Empty-{s}x{s}", "empty:Empty", 4 * s * s, size=s) for s in (5, 6, 8, 16)),
+    *(
+        _minigrid(f"Empty-Random-{s}x{s}", "empty:Empty", 4 * s * s, size=s, agent_start_pos=None)
+        for s in (5, 6)
+    ),
+)
+
+REGISTRY = REGISTRY + MINIGRID
+
+
 def entry(env_id: str) -> EnvEntry:
     """The registry entry of ``env_id`` (with or without the ``gpuvec/`` namespace)."""
     for e in REGISTRY:
