@@ -153,6 +153,8 @@ MINIGRID: tuple[EnvEntry, ...] = (
         _minigrid(f"Empty-Random-{s}x{s}", "empty:Empty", 4 * s * s, size=s, agent_start_pos=None)
         for s in (5, 6)
     ),
+    *(_minigrid(f"DoorKey-{s}x{s}", "doorkey:DoorKey", 10 * s * s, size=s) for s in (5, 6, 8, 16)),
+    _minigrid("FourRooms", "fourrooms:FourRooms", 100),
 )
 
 REGISTRY = REGISTRY + MINIGRID

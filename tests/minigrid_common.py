@@ -153,7 +153,8 @@ class ParityDriver:
         obs_mode: ``"image"`` or ``"full"`` (the reference side applies
             ``FullyObsWrapper``'s observation).
         autoreset_mode: ``"NextStep"`` (references reset when ours does) or ``"Disabled"``.
-        **kwargs: Env parameters, given to both sides (minigrid's names).
+        **kwargs: Env parameters, given to both sides (minigrid's names); ``max_steps``
+            also sets our time limit.
     """
 
     def __init__(
@@ -166,12 +167,14 @@ class ParityDriver:
         **kwargs: Any,
     ) -> None:
         e = entry(env_id)
+        limit = kwargs.get("max_steps", e.max_episode_steps)
         self.env = gym.make_vec(
             env_id,
             num_envs=n,
             backend="eager",
             autoreset_mode=autoreset_mode,
             obs_mode=obs_mode,
+            max_episode_steps=limit,
             **kwargs,
         )
         self.env.reset(seed=0)
@@ -181,12 +184,13 @@ class ParityDriver:
         pairs = [make_reference(e.reference, tries, **kwargs) for _ in range(n)]
         self.refs = [p[0] for p in pairs]
         self.rnds = [p[1] for p in pairs]
-        assert self.refs[0].max_steps == e.max_episode_steps
+        assert self.refs[0].max_steps == limit
         self.width, self.height = self.refs[0].width, self.refs[0].height
         self.n, self.obs_mode = n, obs_mode
         self.steps = self.terminations = self.truncations = 0
         self.rewards = 0.0
         self.resets = 0
+        self.carried = self.open_doors = 0  # env-steps carrying something / with a door open
 
     def _ref_obs(self, ref: Any, obs: dict[str, Any]) -> np.ndarray:
         if self.obs_mode == "full":
@@ -200,6 +204,8 @@ class ParityDriver:
         theirs = reference_state(self.refs[i])
         for k in ours:
             np.testing.assert_array_equal(ours[k], theirs[k], err_msg=f"{what}, env {i}: {k}")
+        self.carried += ours["carrying"] != (0, 0, 0)
+        self.open_doors += bool(((ours["grid"][..., 0] == 4) & (ours["grid"][..., 2] == 0)).any())
         np.testing.assert_array_equal(obs, ref_obs, err_msg=f"{what}, env {i}: observation")
 
     def _reset_ref(self, i: int, words: np.ndarray) -> np.ndarray:
