@@ -14,6 +14,7 @@ __all__ = ["single_thread"]
 
 IDS = [e.id for e in MINIGRID if "-DoorKey-" in e.id or "-FourRooms-" in e.id]
 #: forward, pickup and toggle often enough to carry keys and open doors
+REGISTERED = ["gpuvec/MiniGrid-DoorKey-5x5-v0", "gpuvec/MiniGrid-FourRooms-v0"]
 PROBS = [0.15, 0.15, 0.35, 0.1, 0.05, 0.15, 0.05]
 
 
@@ -38,6 +39,6 @@ def test_parity_full_obs() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:.*out of date")
-@pytest.mark.parametrize("env_id", ["gpuvec/MiniGrid-DoorKey-5x5-v0", "gpuvec/MiniGrid-FourRooms-v0"])
+@pytest.mark.parametrize("env_id", REGISTERED)
 def test_registered(env_id: str) -> None:
     check_registered(env_id)
