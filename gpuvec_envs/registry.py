@@ -155,6 +155,14 @@ MINIGRID: tuple[EnvEntry, ...] = (
     ),
     *(_minigrid(f"DoorKey-{s}x{s}", "doorkey:DoorKey", 10 * s * s, size=s) for s in (5, 6, 8, 16)),
     _minigrid("FourRooms", "fourrooms:FourRooms", 100),
+    *(_minigrid(f"LavaGapS{s}", "lava:LavaGap", 4 * s * s, size=s) for s in (5, 6, 7)),
+    *(
+        _minigrid(
+            f"{name}S{s}N{n}", "lava:Crossing", 4 * s * s, size=s, num_crossings=n, obstacle=o
+        )
+        for name, o in (("LavaCrossing", "lava"), ("SimpleCrossing", "wall"))
+        for s, n in ((9, 1), (9, 2), (9, 3), (11, 5))
+    ),
 )
 
 REGISTRY = REGISTRY + MINIGRID

@@ -279,7 +279,8 @@ def grid_step(
     door = toggle & (ftype == T_DOOR)
     state = front >> 8
     key_fits = ((s.carrying & 15) == T_KEY) & (((s.carrying >> 4) & 15) == ((front >> 4) & 15))
-    door_state = torch.where(state == 2, torch.where(key_fits, 0, 2), 1 - state)
+    unlocked = torch.where(key_fits, 0, 2).to(I32)
+    door_state = torch.where(state == 2, unlocked, 1 - state)
     new_front = torch.where(door, (front & 0xFF) | (door_state << 8), front)
     new_front = torch.where(toggle & (ftype == T_BOX), EMPTY, new_front)
     new_front = torch.where(pick, EMPTY, new_front)
