@@ -145,6 +145,7 @@ def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
     )
 
 
+_DYN = "dynamic_obstacles:DynamicObstacles"
 #: minigrid 3.2.0's IDs: the reference's ``max_steps`` is both the reward's horizon and
 #: the shell's time limit.
 MINIGRID: tuple[EnvEntry, ...] = (
@@ -162,6 +163,21 @@ MINIGRID: tuple[EnvEntry, ...] = (
         )
         for name, o in (("LavaCrossing", "lava"), ("SimpleCrossing", "wall"))
         for s, n in ((9, 1), (9, 2), (9, 3), (11, 5))
+    ),
+    *(
+        _minigrid(f"Dynamic-Obstacles-{s}x{s}", _DYN, 4 * s * s, size=s, n_obstacles=n)
+        for s, n in ((5, 2), (6, 3), (8, 4), (16, 8))
+    ),
+    *(
+        _minigrid(
+            f"Dynamic-Obstacles-Random-{s}x{s}",
+            _DYN,
+            4 * s * s,
+            size=s,
+            n_obstacles=n,
+            agent_start_pos=None,
+        )
+        for s, n in ((5, 2), (6, 3))
     ),
 )
 

@@ -136,7 +136,7 @@ def count_draws(env: GpuVecEnv, fn: str) -> int:
     """Streams one ``reset`` (``fn="reset"``) or ``step`` of the env's EnvDef consumes."""
     st = env.state
     rng = Rng(st.key0[:1], st.key1[:1], st.counter[:1], RESET)
-    one = type(st.env)(*(t[:1] for t in st.env))
+    one = torch.utils._pytree.tree_map(lambda t: t[:1], st.env)
     if fn == "reset":
         env.env_def.reset(env.params, rng, env.dtype, None)
     else:
@@ -200,7 +200,8 @@ class ParityDriver:
         return obs["image"]
 
     def _compare(self, i: int, obs: np.ndarray, ref_obs: np.ndarray, what: str) -> None:
-        ours = our_state(self.env.state.env, i, self.width, self.height)
+        st = self.env.state.env
+        ours = our_state(getattr(st, "grid", st), i, self.width, self.height)
         theirs = reference_state(self.refs[i])
         for k in ours:
             np.testing.assert_array_equal(ours[k], theirs[k], err_msg=f"{what}, env {i}: {k}")

@@ -177,7 +177,7 @@ def rand_int(rng: Rng, low: int | torch.Tensor, high: int | torch.Tensor) -> tor
     return (low + ((word * (high - low)) >> 32)).to(I32)
 
 
-def place(
+def first_fit(
     rng: Rng,
     cells: torch.Tensor,
     width: int,
@@ -186,7 +186,7 @@ def place(
     y_range: tuple[Any, Any],
     avoid: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Position of ``place_obj``: an empty cell in a rectangle, not ``avoid``.
+    """The first of K candidate cells that ``place_obj`` would accept.
 
     Args:
         rng: Draws ``2 * tries`` streams (x and y of each candidate, in the reference's
@@ -200,7 +200,8 @@ def place(
         avoid: (N,) flat index the object may not take (the agent's cell), or None.
 
     Returns:
-        ``(x, y)``, (N,) int32 each (see the module docstring for the fallback).
+        ``(index, found)``: (N,) int32 flat index of the first acceptable candidate (the
+        last candidate if none is), (N,) bool whether one is.
     """
     (xl, xh), (yl, yh) = x_range, y_range
     words = rng.bits(tries, 2)
@@ -213,8 +214,28 @@ def place(
     rank = torch.arange(tries, 0, -1, dtype=I32, device=cells.device)  # first try ranks K
     best = torch.where(ok, rank, 0).amax(1)  # (N,), 0 if none
     k = (tries - best).clamp(max=tries - 1)
-    chosen = flat.gather(1, k.long()[:, None])[:, 0]
-    # fallback: the first acceptable cell of the rectangle in row-major order
+    return flat.gather(1, k.long()[:, None])[:, 0], best > 0
+
+
+def place(
+    rng: Rng,
+    cells: torch.Tensor,
+    width: int,
+    tries: int,
+    x_range: tuple[Any, Any],
+    y_range: tuple[Any, Any],
+    avoid: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Position of ``place_obj``: an empty cell in a rectangle, not ``avoid``.
+
+    :func:`first_fit` (same arguments), or where no candidate fits, the first acceptable
+    cell of the rectangle in row-major order.
+
+    Returns:
+        ``(x, y)``, (N,) int32 each.
+    """
+    chosen, found = first_fit(rng, cells, width, tries, x_range, y_range, avoid)
+    (xl, xh), (yl, yh) = x_range, y_range
     n_cells = cells.shape[1]
     idx = torch.arange(n_cells, dtype=I32, device=cells.device)
     cx, cy = idx % width, idx // width
@@ -223,7 +244,7 @@ def place(
     if avoid is not None:
         good = good & (idx != avoid[:, None])
     first = n_cells - torch.where(good, n_cells - idx, 0).amax(1)
-    chosen = torch.where(best > 0, chosen, first.clamp(max=n_cells - 1))
+    chosen = torch.where(found, chosen, first.clamp(max=n_cells - 1))
     return chosen % width, chosen // width
 
 
