@@ -179,6 +179,7 @@ MINIGRID: tuple[EnvEntry, ...] = (
         )
         for s, n in ((5, 2), (6, 3))
     ),
+    _minigrid("Unlock", "unlock:Unlock", 288),
 )
 
 REGISTRY = REGISTRY + MINIGRID

@@ -22,7 +22,7 @@ reward, terminated and truncated equal at every step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -153,6 +153,8 @@ class ParityDriver:
         obs_mode: ``"image"`` or ``"full"`` (the reference side applies
             ``FullyObsWrapper``'s observation).
         autoreset_mode: ``"NextStep"`` (references reset when ours does) or ``"Disabled"``.
+        patch: ``patch(ref, replay)`` adapts a reference to more of our draw layout (e.g.
+            segments of a retry loop around ``place_obj``).
         **kwargs: Env parameters, given to both sides (minigrid's names); ``max_steps``
             also sets our time limit.
     """
@@ -164,6 +166,7 @@ class ParityDriver:
         *,
         obs_mode: str = "image",
         autoreset_mode: str = "NextStep",
+        patch: Callable[[Any, ReplayRandom], None] | None = None,
         **kwargs: Any,
     ) -> None:
         e = entry(env_id)
@@ -184,6 +187,9 @@ class ParityDriver:
         pairs = [make_reference(e.reference, tries, **kwargs) for _ in range(n)]
         self.refs = [p[0] for p in pairs]
         self.rnds = [p[1] for p in pairs]
+        for ref, rnd in pairs:
+            if patch is not None:
+                patch(ref, rnd)
         assert self.refs[0].max_steps == limit
         self.width, self.height = self.refs[0].width, self.refs[0].height
         self.n, self.obs_mode = n, obs_mode

@@ -258,6 +258,11 @@ def tries_for(p: float, bound: float = 1e-12) -> int:
     return max(1, math.ceil(math.log(bound) / math.log1p(-p)))
 
 
+def success_reward(step_count: torch.Tensor, max_steps: int) -> torch.Tensor:
+    """``MiniGridEnv._reward``: ``1 - 0.9 * step_count / max_steps``, (N,) float64."""
+    return 1.0 - 0.9 * (step_count.to(torch.float64) / max_steps)
+
+
 # -- the step ---------------------------------------------------------------------------
 def grid_step(
     width: int, max_steps: int, s: GridState, action: torch.Tensor
@@ -309,8 +314,7 @@ def grid_step(
     carrying = torch.where(pick, front, torch.where(drop, 0, s.carrying))
     cells = set_cell(s.cells, fidx, new_front)
 
-    steps = step_count.to(torch.float64)
-    reward = torch.where(goal, 1.0 - 0.9 * (steps / max_steps), 0.0)
+    reward = torch.where(goal, success_reward(step_count, max_steps), 0.0)
     nxt = GridState(cells, x, y, direction, carrying, step_count)
     return nxt, reward, goal | lava, front
 
