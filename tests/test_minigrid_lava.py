@@ -27,6 +27,14 @@ def test_parity(env_id: str) -> None:
         assert d.terminations > 0
 
 
+def test_parity_large_view() -> None:
+    """A 9x9 view (row sweeps by bit operations instead of the table) and a 3x3 one."""
+    for view in (9, 3):
+        d = ParityDriver("gpuvec/MiniGrid-LavaCrossingS9N3-v0", 8, agent_view_size=view)
+        d.reset(seed=view)
+        d.run(60, np.random.default_rng(view), probs=PROBS)
+
+
 @pytest.mark.filterwarnings("ignore:.*out of date")
 @pytest.mark.parametrize(
     "env_id", ["gpuvec/MiniGrid-LavaGapS5-v0", "gpuvec/MiniGrid-LavaCrossingS9N2-v0"]

@@ -350,13 +350,44 @@ def view_cells(
     return codes, torch.where(inside, flat, -1)
 
 
+#: Largest view whose row sweeps :func:`visibility` looks up in a table (2**(2V) entries).
+TABLE_VIEW = 7
+
+
+@functools.cache
+def _row_sweep_table(view: int) -> tuple[int, ...]:
+    """``process_vis`` on one view row, for every (visible set, see-through set) pair.
+
+    Entry ``seeds | clear << V`` is ``row | up << V``: the row's visible set after the
+    left-to-right and right-to-left sweeps, and the cells of the row above they reveal.
+    """
+    full = (1 << view) - 1
+    out = []
+    for key in range(1 << (2 * view)):
+        row, clear = key & full, key >> view
+        vis = [(row >> i) & 1 for i in range(view)]
+        t = [(clear >> i) & 1 for i in range(view)]
+        up = [0] * view
+        for i in range(view - 1):
+            if vis[i] and t[i]:
+                vis[i + 1] = up[i + 1] = up[i] = 1
+        for i in range(view - 1, 0, -1):
+            if vis[i] and t[i]:
+                vis[i - 1] = up[i - 1] = up[i] = 1
+        out.append(
+            sum(v << i for i, v in enumerate(vis)) | sum(u << i for i, u in enumerate(up)) << view
+        )
+    return tuple(out)
+
+
 def visibility(codes: torch.Tensor) -> torch.Tensor:
     """``Grid.process_vis`` of (N, V, V) view codes from the agent at ``(V // 2, V - 1)``.
 
-    Each view row is a V-bit integer (bit ``x``); the left-to-right and right-to-left
-    sweeps of a row are closures of its visible set through see-through cells, and every
-    see-through visible cell also makes its neighbours in the row above visible, as in
-    minigrid.
+    Each view row is a V-bit integer (bit ``x``), processed from the agent's row up: the
+    row's two sweeps (visible cells spread through see-through cells to the right, then to
+    the left, and reveal their neighbours in the row above, as in minigrid) are one lookup
+    in a table of every (visible set, see-through set) pair for ``V <= TABLE_VIEW``, and
+    bit operations otherwise.
 
     Returns:
         (N, V, V) bool mask indexed [vx, vy].
@@ -366,24 +397,30 @@ def visibility(codes: torch.Tensor) -> torch.Tensor:
     weights = torch.tensor([1 << i for i in range(view)], dtype=I32, device=dev)
     clear = (see_behind(codes).to(I32) * weights[None, :, None]).sum(1)  # (N, V): row bits
     full = (1 << view) - 1
-    no_last = full >> 1  # bits 0..V-2: cells with a right neighbour
-    no_first = full & ~1  # bits 1..V-1
+    table = None
+    if view <= TABLE_VIEW:
+        table = torch.tensor(_row_sweep_table(view), dtype=I32, device=dev)
     rows: list[torch.Tensor] = [torch.zeros(n, dtype=I32, device=dev)] * view
     rows[view - 1] = torch.full((n,), 1 << (view // 2), dtype=I32, device=dev)
     for j in range(view - 1, -1, -1):
         row, t = rows[j], clear[:, j]
-        for _ in range(view - 1):
-            row = row | (((row & t) << 1) & full)
-        fwd_src = row & t & no_last
-        for _ in range(view - 1):
-            row = row | ((row & t) >> 1)
-        back_src = row & t & no_first
+        if table is not None:
+            swept = table[(row | (t << view)).long()]
+            row, up = swept & full, swept >> view
+        else:
+            for _ in range(view - 1):
+                row = row | (((row & t) << 1) & full)
+            fwd_src = row & t & (full >> 1)
+            for _ in range(view - 1):
+                row = row | ((row & t) >> 1)
+            back_src = row & t & (full & ~1)
+            up = (fwd_src | (fwd_src << 1) | back_src | (back_src >> 1)) & full
         rows[j] = row
         if j > 0:
-            up = fwd_src | (fwd_src << 1) | back_src | (back_src >> 1)
-            rows[j - 1] = rows[j - 1] | (up & full)
+            rows[j - 1] = rows[j - 1] | up
     bits = torch.stack(rows, dim=1)  # (N, V) indexed [vy]
-    return ((bits[:, None, :] >> torch.arange(view, dtype=I32, device=dev)[None, :, None]) & 1) != 0
+    shifts = torch.arange(view, dtype=I32, device=dev)[None, :, None]
+    return ((bits[:, None, :] >> shifts) & 1) != 0
 
 
 def unpack(codes: torch.Tensor) -> torch.Tensor:
