@@ -229,6 +229,12 @@ def _make_reference(reference: str) -> Callable[[], gym.Env]:
         import minatar.gym  # noqa: F401 - registers MinAtar IDs
 
         minatar.gym.register_envs()
+    if reference.startswith("MiniGrid-"):
+        import minigrid  # noqa: F401 - registers MiniGrid IDs
+        from minigrid.wrappers import ImgObsWrapper
+
+        # the image alone, as the gpuvec env returns it (and as agents usually consume it)
+        return lambda: ImgObsWrapper(gym.make(reference))
     return lambda: gym.make(reference)
 
 

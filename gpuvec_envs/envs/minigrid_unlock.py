@@ -1,0 +1,133 @@
+"""Batched MiniGrid Unlock (``gpuvec/MiniGrid-Unlock-v0``).
+
+Mirrors ``minigrid/envs/unlock.py`` and the parts of ``minigrid/core/roomgrid.py`` it uses
+(minigrid 3.2.0, ``UnlockEnv``): two 6x6 rooms side by side (an 11x6 grid) joined by a
+locked door of a random colour at a random row of their shared wall; a key of that colour
+and the agent start at random cells of the left room. Opening the door (toggling with the
+key) pays ``1 - 0.9 * step_count / max_steps`` and ends the episode; ``max_steps`` is 288.
+Mission: "open the door".
+
+Random draws (reset only, in the reference's order): the door's row (1), its colour (1,
+an index into minigrid's sorted ``COLOR_NAMES``), the key's cell (``2 K``), then the agent:
+``RoomGrid.place_agent`` repeats ``place_obj`` plus a direction until the agent does not
+face an object, so the agent takes ``M`` attempts of ``2 K + 1`` draws and keeps the first
+that faces an empty cell or a wall. K = 51 (at least 15 of the 36 candidate cells are
+acceptable) and M = 14 (at most 8 of the 60 (cell, direction) pairs face the key or the
+door) bound each failure probability by 1e-12.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from gpuvec_envs.core.rng import Rng
+from gpuvec_envs.envs._grid import (
+    COLOR_TO_IDX,
+    EMPTY,
+    I32,
+    T_DOOR,
+    T_WALL,
+    TOGGLE,
+    WALL,
+    GridState,
+    MiniGridEnv,
+    MiniGridParams,
+    code,
+    constant_cells,
+    dir_vec,
+    get_cell,
+    grid_step,
+    place,
+    rand_int,
+    set_cell,
+    success_reward,
+    tries_for,
+)
+
+#: Room side [cells] and grid size.
+ROOM = 6
+WIDTH, HEIGHT = 2 * ROOM - 1, ROOM
+#: minigrid's ``COLOR_NAMES`` (sorted) as colour indices.
+COLOR_NAMES = tuple(COLOR_TO_IDX[c] for c in sorted(COLOR_TO_IDX))
+#: Attempts of ``RoomGrid.place_agent``.
+AGENT_ATTEMPTS = tries_for(1 - 8 / 60)
+
+
+@dataclasses.dataclass(frozen=True)
+class UnlockParams(MiniGridParams):
+    """``UnlockEnv``'s options (the grid is always two 6x6 rooms)."""
+
+    size: int = ROOM
+    max_steps: int | None = 8 * ROOM**2
+
+
+class Unlock(MiniGridEnv):
+    """MiniGrid Unlock: open the locked door with the key."""
+
+    params_type = UnlockParams
+
+    def dims(self, params: UnlockParams) -> tuple[int, int]:
+        """Always 11x6."""
+        return WIDTH, HEIGHT
+
+    def max_steps(self, params: UnlockParams) -> int:
+        """``params.max_steps`` or 288."""
+        return params.max_steps if params.max_steps is not None else 8 * ROOM**2
+
+    def placement_tries(self, params: UnlockParams) -> int:
+        """Candidates K of each placement."""
+        return tries_for(15 / ROOM**2)
+
+    def gen_grid(self, params: UnlockParams, rng: Rng) -> GridState:
+        """Rooms, locked door, key, agent."""
+        w, h = WIDTH, HEIGHT
+        n, dev = rng.num_envs, rng.device
+        layout = [EMPTY] * (w * h)
+        for y in range(h):
+            for x in range(w):
+                if x in (0, ROOM - 1, w - 1) or y in (0, h - 1):
+                    layout[y * w + x] = WALL
+        cells = constant_cells(layout, n, dev)
+        door_y = rand_int(rng, 1, ROOM - 1)
+        pick = rand_int(rng, 0, len(COLOR_NAMES))
+        color = torch.zeros_like(pick)
+        for i, c in enumerate(COLOR_NAMES):
+            color = torch.where(pick == i, c, color)
+        door = code("door", "red", "locked") | (color << 4)
+        cells = set_cell(cells, door_y * w + ROOM - 1, door)
+        k = self.placement_tries(params)
+        room = ((0, ROOM), (0, ROOM))
+        kx, ky = place(rng, cells, w, k, *room)  # the agent's default (8, 3) is never near
+        cells = set_cell(cells, ky * w + kx, code("key", "red") | (color << 4))
+        zero = torch.zeros(n, dtype=I32, device=dev)
+        x = y = direction = done = None
+        for _ in range(AGENT_ATTEMPTS):
+            ax, ay = place(rng, cells, w, k, *room)
+            ad = rand_int(rng, 0, 4)
+            dx, dy = dir_vec(ad)
+            front = get_cell(cells, (ay + dy) * w + ax + dx)
+            ok = (front == EMPTY) | ((front & 15) == T_WALL)
+            if x is None:
+                x, y, direction, done = ax, ay, ad, ok
+            else:
+                take = ~done
+                x = torch.where(take, ax, x)
+                y = torch.where(take, ay, y)
+                direction = torch.where(take, ad, direction)
+                done = done | ok
+        return GridState(cells, x, y, direction, zero, zero)
+
+    def step(
+        self, params: Any, state: GridState, action: torch.Tensor, rng: Rng
+    ) -> tuple[GridState, torch.Tensor, torch.Tensor]:
+        """A toggle that leaves the door open pays the success reward and ends the episode."""
+        limit = self.max_steps(params)
+        nxt, reward, terminated, _ = grid_step(WIDTH, limit, state, action)
+        wall = nxt.cells.view(-1, HEIGHT, WIDTH)[:, :, ROOM - 1]  # (N, H) the shared wall
+        is_open = (((wall & 15) == T_DOOR) & ((wall >> 8) == 0)).any(1)
+        opened = (action == TOGGLE) & is_open
+        reward = torch.where(opened, success_reward(nxt.step_count, limit), reward)
+        return nxt, reward, terminated | opened

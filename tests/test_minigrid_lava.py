@@ -1,0 +1,43 @@
+"""MiniGrid LavaGap, LavaCrossing and SimpleCrossing: exact parity with minigrid 3.2.0."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from minatar_common import single_thread
+from minigrid_common import ParityDriver, check_registered
+
+from gpuvec_envs.registry import MINIGRID
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+__all__ = ["single_thread"]
+
+IDS = [e.id for e in MINIGRID if "Lava" in e.id or "Crossing" in e.id]
+PROBS = [0.2, 0.2, 0.45, 0.05, 0.05, 0.0, 0.05]
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_parity(env_id: str) -> None:
+    """16 envs x 120 steps of forward-heavy random actions: lava deaths, resets."""
+    d = ParityDriver(env_id, 16, max_steps=40)
+    d.reset(seed=9)
+    d.run(120, np.random.default_rng(6), probs=PROBS)
+    assert d.resets > 16
+    if "Lava" in env_id:
+        assert d.terminations > 0
+
+
+def test_parity_large_view() -> None:
+    """A 9x9 view (row sweeps by bit operations instead of the table) and a 3x3 one."""
+    for view in (9, 3):
+        d = ParityDriver("gpuvec/MiniGrid-LavaCrossingS9N3-v0", 8, agent_view_size=view)
+        d.reset(seed=view)
+        d.run(60, np.random.default_rng(view), probs=PROBS)
+
+
+@pytest.mark.filterwarnings("ignore:.*out of date")
+@pytest.mark.parametrize(
+    "env_id", ["gpuvec/MiniGrid-LavaGapS5-v0", "gpuvec/MiniGrid-LavaCrossingS9N2-v0"]
+)
+def test_registered(env_id: str) -> None:
+    check_registered(env_id)
