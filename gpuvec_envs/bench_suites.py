@@ -82,6 +82,7 @@ MINATAR = tuple(
     f"gpuvec/MinAtar-{g}-v1"
     for g in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
 )
+MINIGRID = tuple(f"gpuvec/MiniGrid-{name}-v0" for name in ("Empty-8x8", "DoorKey-8x8", "FourRooms"))
 
 #: The report's sections, bounded so the whole sweep takes minutes on 2 cores.
 REPORT = (
@@ -101,6 +102,7 @@ REPORT = (
         rollout_num_envs=65536,
     ),
     Section("minatar", "MinAtar at N=4096", MINATAR, (4096,), rollout_num_envs=4096),
+    Section("minigrid", "MiniGrid at N=4096", MINIGRID, (4096,), peers=("sync",), gymnax=False),
     Section(
         "contended",
         "CartPole-v1 at N=65536 with one busy competitor process",

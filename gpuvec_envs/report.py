@@ -35,7 +35,8 @@ IMPLS = {
     "gpuvec-rollout-eager": "gpuvec `RolloutCollector`, eager",
     "gymnax-step": "gymnax `jit(vmap(env.step))` (one call = one step of N envs)",
     "gymnax-scan": "gymnax `jit(lax.scan)` of T steps of the same linear policy and the env",
-    "gym-sync": "gymnasium `SyncVectorEnv` of the reference env (minatar for MinAtar)",
+    "gym-sync": "gymnasium `SyncVectorEnv` of the reference env (minatar for MinAtar, "
+    "minigrid's under `ImgObsWrapper` for MiniGrid)",
     "gym-numpy": "gymnasium's numpy vector env (CartPole only)",
     "envpool-2t": "EnvPool, 2 threads",
 }

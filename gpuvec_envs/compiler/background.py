@@ -15,6 +15,7 @@ build is garbage-collected, at interpreter exit, and (from inside) when its pare
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import os
 import subprocess
@@ -152,7 +153,8 @@ class BackgroundBuild:
                 last = tail[-1][-_STDERR_TAIL:] if tail else ""
                 return False, f"child process failed (exit {code} after {seconds:.1f} s): {last}"
         finally:
-            os.unlink(path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # the child removes it once read
 
 
 def _payload(job: Callable[[], Any]) -> bytes | None:
@@ -192,6 +194,7 @@ def _child_main(path: str) -> None:
 
     with open(path, "rb") as f:
         job = pickle.load(f)  # noqa: S301 - written by our parent process
+    os.unlink(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         job()
