@@ -25,7 +25,6 @@ import argparse
 import collections
 import random
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +39,7 @@ from torch.distributions.categorical import Categorical
 
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
 from gpuvec_envs.adapters.cleanrl import RecordEpisodeStatistics, episode_stats, to_torch
-from gpuvec_envs.compiler import compile_flat
+from gpuvec_envs.compiler import Backend
 from gpuvec_envs.rollout import RolloutCollector, rollout_episode_stats
 from gpuvec_envs.video import record_video
 
@@ -319,15 +318,24 @@ class CompiledUpdate:
     inside the graph from the whole batch and the minibatch indices. Adam's math is that of
     ``torch.optim.Adam`` (not amsgrad, no weight decay), with the bias corrections computed
     in float64 from the step count; the learning rate is read from the optimizer's param
-    group at every call, so CleanRL's annealing applies. Compiled on the first call (the
-    shapes of that call are fixed from then on).
+    group at every call, so CleanRL's annealing applies. ``backend`` is that of gpuvec's
+    compiler (:class:`gpuvec_envs.compiler.Backend`): ``"compile"`` compiles on the first
+    call; ``"auto"`` (on the CPU) runs the same step eagerly while a child process compiles
+    it, then switches. The shapes of the first call are fixed from then on.
     """
 
-    def __init__(self, agent: nn.Module, optimizer: optim.Adam, args: argparse.Namespace):
+    def __init__(
+        self,
+        agent: nn.Module,
+        optimizer: optim.Adam,
+        args: argparse.Namespace,
+        backend: str = "auto",
+    ):
         group = optimizer.param_groups[0]
         if len(optimizer.param_groups) != 1 or group["amsgrad"] or group["weight_decay"]:
             raise ValueError("CompiledUpdate implements plain Adam with one param group")
         self.agent, self.optimizer, self.args = agent, optimizer, args
+        self.backend = backend
         self.names = [name for name, _ in agent.named_parameters()]
         params = list(agent.parameters())
         for p in params:
@@ -410,7 +418,14 @@ class CompiledUpdate:
         self.lr.fill_(self.optimizer.param_groups[0]["lr"])
         args = (*self.state, self.lr, *batch)
         if self._fn is None:
-            self._fn = _COMPILED_STEPS.get(self._key(args)) or self._compile(args)
+            key = self._key(args)
+            if key not in _COMPILED_STEPS:  # reused by later runs in this process
+                # inductor's C++ wrapper: less per-call overhead on CPU
+                options = {"cpp_wrapper": True} if self.lr.device.type == "cpu" else None
+                _COMPILED_STEPS[key] = Backend(
+                    self._step, (), self.backend, "ppo_update", options=options
+                )
+            self._fn = _COMPILED_STEPS[key]
         return self._fn(*args)
 
     def _key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -421,22 +436,6 @@ class CompiledUpdate:
         layout = tuple((t.shape, t.stride(), t.dtype, t.device) for t in leaves)
         hyper = (a.clip_coef, a.norm_adv, a.clip_vloss, a.ent_coef, a.vf_coef, a.max_grad_norm)
         return repr(self.agent), layout, hyper, group["betas"], group["eps"]
-
-    def _compile(self, args: tuple[Any, ...]) -> Callable[..., Any]:
-        # inductor's C++ wrapper: less per-call overhead on CPU
-        options = {"cpp_wrapper": True} if self.lr.device.type == "cpu" else None
-        try:  # compile_flat's code is kept in inductor's on-disk cache across runs
-            fn = compile_flat(self._step, args, options=options)
-        except Exception as exc:  # noqa: BLE001 - the same step, eagerly
-            warnings.warn(
-                f"compiling the minibatch step failed ({type(exc).__name__}: {exc}); "
-                "running it eagerly",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return self._step
-        _COMPILED_STEPS[self._key(args)] = fn  # reused by later runs in this process
-        return fn
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -464,7 +463,9 @@ def main(argv: list[str] | None = None) -> dict:
     assert isinstance(envs.single_action_space, gym.spaces.Discrete), "discrete actions only"
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-    compiled_update = CompiledUpdate(agent, optimizer, args) if args.compile_update else None
+    compiled_update = (
+        CompiledUpdate(agent, optimizer, args, args.step_backend) if args.compile_update else None
+    )
 
     obs_shape = envs.single_observation_space.shape
     obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, device=device)

@@ -162,7 +162,7 @@ def test_compiled_update_equals_eager_update():
             torch.manual_seed(3)
             agents.append(ppo.Agent(envs))
             optimizers.append(torch.optim.Adam(agents[-1].parameters(), lr=1e-3, eps=1e-5))
-        update = ppo.CompiledUpdate(agents[1], optimizers[1], args)
+        update = ppo.CompiledUpdate(agents[1], optimizers[1], args, "compile")
         fallback = ppo.CompiledUpdate(agents[2], optimizers[2], args)
         fallback._fn = fallback._step  # what runs if compiling fails
         init = [p.detach().clone() for p in agents[0].parameters()]

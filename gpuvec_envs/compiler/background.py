@@ -30,6 +30,8 @@ from typing import Any
 #: Where a child's stderr is cut when its failure is reported.
 _STDERR_TAIL = 400
 _LIVE: weakref.WeakSet[BackgroundBuild] = weakref.WeakSet()
+#: One child at a time, in the order the builds started: each gets a whole core.
+_SLOTS = threading.Semaphore(1)
 
 
 @dataclasses.dataclass
@@ -113,7 +115,8 @@ class BackgroundBuild:
     def _run(self) -> None:
         start = time.perf_counter()
         try:
-            self.ok, self.note = self._warm(self._payload)
+            with _SLOTS:
+                self.ok, self.note = self._warm(self._payload)
             # the caller's build imports these next; importing is safe on any thread
             import torch._inductor.compile_fx  # noqa: F401
         except BaseException as exc:  # noqa: BLE001 - reported to the caller's thread
