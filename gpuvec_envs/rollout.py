@@ -142,9 +142,9 @@ class RolloutCollector:
             the compiled rollout at the first :meth:`collect`. ``auto`` on the CPU does
             not wait for the compiler: rollouts run the policy and the env's own step
             (which switches to its compiled form when that is ready, see
-            ``GpuVecEnv``'s ``backend``) while a child process compiles the scan; the
-            scan is then built from the warm cache (seconds) and timed against the
-            env-step loop. On CUDA ``auto`` is ``compile``.
+            ``GpuVecEnv``'s ``backend``); once the env's step runs compiled, a child
+            process compiles the scan, which is then built from the warm cache (seconds)
+            and timed against the env-step loop. On CUDA ``auto`` is ``compile``.
         cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph.
         scan: Off CUDA graphs: ``True`` compiles the whole T-step rollout as one call (a
             ``torch._higher_order_ops.scan`` loop: no per-step call overhead, which
@@ -281,11 +281,15 @@ class RolloutCollector:
     def _scan_ready(self, state: ShellState, obs: torch.Tensor) -> bool:
         """Whether the scan is built (``backend="auto"``, ``scan="auto"``).
 
-        A child process compiles the scan (:class:`_ScanJob`), which warms inductor's
-        cache; when it is done the scan is built here from the cache. A failure keeps
-        the env-step loop.
+        Once the env's own step runs compiled, a child process compiles the scan
+        (:class:`_ScanJob`: its compile is the longest), which warms inductor's cache;
+        when it is done the scan is built here from the cache. A failure keeps the
+        env-step loop.
         """
         if self._scan_build is None:
+            step = self.env._step
+            if step.mode != "eager" and step.report is None:  # the env's compile comes first
+                return False
             self._start_scan_build()
             if self._scan_build is None:  # the policy does not pickle
                 return False
