@@ -22,7 +22,7 @@ PROBS = [0.15, 0.15, 0.3, 0.15, 0.05, 0.2, 0.0]
 def agent_attempts(ref: Any, rnd: ReplayRandom) -> None:
     """``RoomGrid.place_agent`` retries: our env draws ``AGENT_ATTEMPTS`` of them."""
     original = ref.place_agent
-    span = AGENT_ATTEMPTS * (2 * Unlock().placement_tries(UnlockParams()) + 1)
+    span = AGENT_ATTEMPTS * (Unlock().placement_tries(UnlockParams()) + 1)
 
     def place_agent(*args: Any, **kwargs: Any) -> Any:
         start = rnd.pos

@@ -24,12 +24,17 @@ the agent as ``(agent, red, direction)``. minigrid's ``direction`` is implied by
 view and the mission string is constant for every registered ID here (see
 docs/envs.md), so the shell's single-tensor observations lose nothing.
 
+**Random draws.** An ``integers(lo, hi)`` of the reference is one stream of the step's or
+reset's :class:`~gpuvec_envs.core.rng.Rng`, ``lo + (word * (hi - lo)) >> 32``
+(:func:`rand_int`), in the reference's order.
+
 **Placement.** minigrid's ``place_obj`` draws ``(x, y)`` uniformly in a rectangle until the
-cell is empty and not the agent's. Here each placement draws ``K`` candidate pairs at once
-(streams ``x0, y0, x1, y1, ...``, each an ``integers(lo, hi)`` as ``lo + (word * (hi - lo))
->> 32``) and takes the first acceptable one: the same cell the reference takes whenever it
-succeeds within ``K`` tries. If all ``K`` fail (probability ``(1 - p) ** K`` for a fraction
-``p`` of acceptable cells; each family states its bound), the first acceptable cell in
+cell is empty and not the agent's. Here each placement draws ``K`` candidates at once, one
+stream each (``x = lo + (high16 * (hi - lo)) >> 16`` from the word's high 16 bits, ``y``
+likewise from its low 16 bits: half the hashing of a stream per coordinate), and takes the
+first acceptable one: the same cell the reference takes whenever it succeeds within ``K``
+tries. If all ``K`` fail (probability ``(1 - p) ** K`` for a fraction ``p`` of acceptable
+cells; each family bounds it by 1e-9, see :func:`tries_for`), the first acceptable cell in
 row-major order is taken instead.
 """
 
@@ -189,8 +194,8 @@ def first_fit(
     """The first of K candidate cells that ``place_obj`` would accept.
 
     Args:
-        rng: Draws ``2 * tries`` streams (x and y of each candidate, in the reference's
-            order).
+        rng: Draws ``tries`` streams, one per candidate: x from its high and y from its
+            low 16 bits.
         cells: (N, H * W) codes.
         width: Grid width W.
         tries: Candidates K.
@@ -204,9 +209,9 @@ def first_fit(
         last candidate if none is), (N,) bool whether one is.
     """
     (xl, xh), (yl, yh) = x_range, y_range
-    words = rng.bits(tries, 2)
-    xs = _col(xl) + ((words[..., 0] * _col(xh - xl)) >> 32)
-    ys = _col(yl) + ((words[..., 1] * _col(yh - yl)) >> 32)
+    words = rng.bits(tries)
+    xs = _col(xl) + (((words >> 16) * _col(xh - xl)) >> 16)
+    ys = _col(yl) + (((words & 0xFFFF) * _col(yh - yl)) >> 16)
     flat = (ys * width + xs).to(I32)  # (N, K)
     ok = cells.gather(1, flat.long()) == EMPTY
     if avoid is not None:
@@ -253,7 +258,7 @@ def _col(v: Any) -> Any:
     return v[:, None] if isinstance(v, torch.Tensor) else v
 
 
-def tries_for(p: float, bound: float = 1e-12) -> int:
+def tries_for(p: float, bound: float = 1e-9) -> int:
     """Candidates K with ``(1 - p) ** K <= bound``, for a fraction ``p`` of acceptable cells."""
     return max(1, math.ceil(math.log(bound) / math.log1p(-p)))
 
@@ -464,7 +469,7 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
     """Base of the MiniGrid families: a family sets ``params_type`` and :meth:`gen_grid`."""
 
     params_type: ClassVar[type] = MiniGridParams
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "rgb_array"], "render_fps": 10}
 
     # -- family-specific -----------------------------------------------------------------
     def dims(self, params: Any) -> tuple[int, int]:

@@ -13,8 +13,8 @@ Placement: the reference places each ball with ``place_obj(max_tries=100)``, i.e
 placement draws exactly K = 101 candidates, so moves are exact in every case; the agent's
 random start (``Random`` IDs) fails with probability below 1e-16.
 
-Random draws: reset: the agent's cell (``2 K``) and direction (1) with a random start,
-then ``2 K`` per ball; step: ``2 K`` per ball.
+Random draws: reset: the agent's cell (``K``) and direction (1) with a random start,
+then ``K`` per ball; step: ``K`` per ball.
 """
 
 from __future__ import annotations
