@@ -167,7 +167,9 @@ class ParityDriver:
         n: Number of envs.
         obs_mode: ``"image"`` or ``"full"`` (the reference side applies
             ``FullyObsWrapper``'s observation).
-        autoreset_mode: ``"NextStep"`` (references reset when ours does) or ``"Disabled"``.
+        autoreset_mode: ``"NextStep"`` (references reset when ours does), ``"SameStep"``
+            (``final_obs`` is the reference's last obs, then it resets) or ``"Disabled"``
+            (references keep stepping finished episodes).
         patch: ``patch(ref, replay)`` adapts a reference to more of our draw layout (e.g.
             segments of a retry loop around ``place_obj``).
         **kwargs: Env parameters, given to both sides (minigrid's names); ``max_steps``
@@ -253,8 +255,9 @@ class ParityDriver:
         pending = st.needs_reset.bool().numpy()
         sw = _words(st.key0, st.key1, st.counter, STEP, self.step_words)
         rw = _words(st.key0, st.key1, st.counter, RESET, self.reset_words)
-        obs, reward, term, trunc, _ = self.env.step(torch.as_tensor(actions, dtype=torch.int64))
+        obs, reward, term, trunc, info = self.env.step(torch.as_tensor(actions, dtype=torch.int64))
         obs, reward, term, trunc = obs.numpy(), reward.numpy(), term.numpy(), trunc.numpy()
+        same_step = "final_obs" in info
         self.steps += 1
         where = f"step {self.steps}"
         for i in range(self.n):
@@ -266,6 +269,11 @@ class ParityDriver:
                 o, r, t, tr, _ = self.refs[i].step(int(actions[i]))
                 assert self.rnds[i].pos == self.step_words
                 ref_obs = self._ref_obs(self.refs[i], o)
+                if same_step and (t or tr):  # SAME_STEP: the final obs, then a reset
+                    assert bool(info["_final_obs"][i])
+                    final = info["final_obs"][i].numpy()
+                    np.testing.assert_array_equal(final, ref_obs, err_msg=f"{where}: final_obs")
+                    ref_obs = self._reset_ref(i, rw[i])
             self._compare(i, obs[i], ref_obs, where)
             assert reward[i] == np.float32(r), f"{where}, env {i}: reward {reward[i]} != {r}"
             assert term[i] == t and trunc[i] == tr, f"{where}, env {i}: flags"
