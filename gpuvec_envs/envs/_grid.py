@@ -20,9 +20,11 @@ registered family here puts anything in a box): toggling a box empties its cell.
 ``(V // 2, V - 1)`` looking up), with ``process_vis`` occlusion unless
 ``see_through_walls`` and the carried object drawn in the agent's cell; ``"full"`` is
 ``FullyObsWrapper``'s ``obs["image"]``, (W, H, 3) uint8 indexed ``[x, y, channel]`` with
-the agent as ``(agent, red, direction)``. minigrid's ``direction`` is implied by the full
-view and the mission string is constant for every registered ID here (see
-docs/envs.md), so the shell's single-tensor observations lose nothing.
+the agent as ``(agent, red, direction)``. The shell's observation is one tensor per step
+(``final_obs``, validation and the adapters rely on it), so minigrid's dict is not
+returned: ``"image"`` is what ``ImgObsWrapper`` gives (without the dict's ``direction``,
+which ``"full"`` carries), and the ``mission`` string is constant for every registered ID
+here (listed in docs/envs.md).
 
 **Random draws.** An ``integers(lo, hi)`` of the reference is one stream of the step's or
 reset's :class:`~gpuvec_envs.core.rng.Rng`, ``lo + (word * (hi - lo)) >> 32``
@@ -92,11 +94,6 @@ T_WALL, T_DOOR, T_KEY, T_BALL, T_BOX, T_GOAL, T_LAVA = (
     OBJECT_TO_IDX[k] for k in ("wall", "door", "key", "ball", "box", "goal", "lava")
 )
 T_FLOOR = OBJECT_TO_IDX["floor"]
-
-
-def obj_type(cell: torch.Tensor) -> torch.Tensor:
-    """Object type index of packed codes."""
-    return cell & 15
 
 
 def can_overlap(cell: torch.Tensor) -> torch.Tensor:
