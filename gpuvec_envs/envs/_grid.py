@@ -352,34 +352,32 @@ def view_cells(
     return codes, torch.where(inside, flat, -1)
 
 
-#: Largest view whose row sweeps :func:`visibility` looks up in a table (2**(2V) entries).
-TABLE_VIEW = 7
-
-
-@functools.cache
-def _row_sweep_table(view: int) -> tuple[int, ...]:
+def _row_sweep_table(view: int) -> torch.Tensor:
     """``process_vis`` on one view row, for every (visible set, see-through set) pair.
 
-    Entry ``seeds | clear << V`` is ``row | up << V``: the row's visible set after the
-    left-to-right and right-to-left sweeps, and the cells of the row above they reveal.
+    Entry ``seeds | clear << V`` (int32, 2**(2V) entries) is ``row | up << V``: the row's
+    visible set after the left-to-right and right-to-left sweeps, and the cells of the row
+    above they reveal. Built once per view size at import, vectorised over the entries.
     """
-    full = (1 << view) - 1
-    out = []
-    for key in range(1 << (2 * view)):
-        row, clear = key & full, key >> view
-        vis = [(row >> i) & 1 for i in range(view)]
-        t = [(clear >> i) & 1 for i in range(view)]
-        up = [0] * view
-        for i in range(view - 1):
-            if vis[i] and t[i]:
-                vis[i + 1] = up[i + 1] = up[i] = 1
-        for i in range(view - 1, 0, -1):
-            if vis[i] and t[i]:
-                vis[i - 1] = up[i - 1] = up[i] = 1
-        out.append(
-            sum(v << i for i, v in enumerate(vis)) | sum(u << i for i, u in enumerate(up)) << view
-        )
-    return tuple(out)
+    key = torch.arange(1 << (2 * view), dtype=torch.int32)
+    vis = [((key >> i) & 1) != 0 for i in range(view)]
+    clear = [((key >> (view + i)) & 1) != 0 for i in range(view)]
+    up = [torch.zeros_like(vis[0]) for _ in range(view)]
+    for i in range(view - 1):
+        src = vis[i] & clear[i]
+        vis[i + 1], up[i + 1], up[i] = vis[i + 1] | src, up[i + 1] | src, up[i] | src
+    for i in range(view - 1, 0, -1):
+        src = vis[i] & clear[i]
+        vis[i - 1], up[i - 1], up[i] = vis[i - 1] | src, up[i - 1] | src, up[i] | src
+    out = torch.zeros_like(key)
+    for i in range(view):
+        out = out | (vis[i].to(torch.int32) << i) | (up[i].to(torch.int32) << (view + i))
+    return out
+
+
+#: The row-sweep tables of the views up to 7 (CPU, int32), indexed by view size: global
+#: tensors, so that tracing (make_fx or dynamo) sees constants, not their construction.
+ROW_SWEEP_TABLES = {v: _row_sweep_table(v) for v in (3, 5, 7)}
 
 
 def visibility(codes: torch.Tensor) -> torch.Tensor:
@@ -388,8 +386,8 @@ def visibility(codes: torch.Tensor) -> torch.Tensor:
     Each view row is a V-bit integer (bit ``x``), processed from the agent's row up: the
     row's two sweeps (visible cells spread through see-through cells to the right, then to
     the left, and reveal their neighbours in the row above, as in minigrid) are one lookup
-    in a table of every (visible set, see-through set) pair for ``V <= TABLE_VIEW``, and
-    bit operations otherwise.
+    in a table of every (visible set, see-through set) pair (:data:`ROW_SWEEP_TABLES`, views
+    up to 7), and bit operations for larger views.
 
     Returns:
         (N, V, V) bool mask indexed [vx, vy].
@@ -399,9 +397,9 @@ def visibility(codes: torch.Tensor) -> torch.Tensor:
     weights = torch.tensor([1 << i for i in range(view)], dtype=I32, device=dev)
     clear = (see_behind(codes).to(I32) * weights[None, :, None]).sum(1)  # (N, V): row bits
     full = (1 << view) - 1
-    table = None
-    if view <= TABLE_VIEW:
-        table = torch.tensor(_row_sweep_table(view), dtype=I32, device=dev)
+    table = ROW_SWEEP_TABLES.get(view)
+    if table is not None:
+        table = table.to(dev)
     rows: list[torch.Tensor] = [torch.zeros(n, dtype=I32, device=dev)] * view
     rows[view - 1] = torch.full((n,), 1 << (view // 2), dtype=I32, device=dev)
     for j in range(view - 1, -1, -1):
