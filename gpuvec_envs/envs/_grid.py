@@ -352,42 +352,16 @@ def view_cells(
     return codes, torch.where(inside, flat, -1)
 
 
-def _row_sweep_table(view: int) -> torch.Tensor:
-    """``process_vis`` on one view row, for every (visible set, see-through set) pair.
-
-    Entry ``seeds | clear << V`` (int32, 2**(2V) entries) is ``row | up << V``: the row's
-    visible set after the left-to-right and right-to-left sweeps, and the cells of the row
-    above they reveal. Built once per view size at import, vectorised over the entries.
-    """
-    key = torch.arange(1 << (2 * view), dtype=torch.int32)
-    vis = [((key >> i) & 1) != 0 for i in range(view)]
-    clear = [((key >> (view + i)) & 1) != 0 for i in range(view)]
-    up = [torch.zeros_like(vis[0]) for _ in range(view)]
-    for i in range(view - 1):
-        src = vis[i] & clear[i]
-        vis[i + 1], up[i + 1], up[i] = vis[i + 1] | src, up[i + 1] | src, up[i] | src
-    for i in range(view - 1, 0, -1):
-        src = vis[i] & clear[i]
-        vis[i - 1], up[i - 1], up[i] = vis[i - 1] | src, up[i - 1] | src, up[i] | src
-    out = torch.zeros_like(key)
-    for i in range(view):
-        out = out | (vis[i].to(torch.int32) << i) | (up[i].to(torch.int32) << (view + i))
-    return out
-
-
-#: The row-sweep tables of the views up to 7 (CPU, int32), indexed by view size: global
-#: tensors, so that tracing (make_fx or dynamo) sees constants, not their construction.
-ROW_SWEEP_TABLES = {v: _row_sweep_table(v) for v in (3, 5, 7)}
-
-
 def visibility(codes: torch.Tensor) -> torch.Tensor:
     """``Grid.process_vis`` of (N, V, V) view codes from the agent at ``(V // 2, V - 1)``.
 
-    Each view row is a V-bit integer (bit ``x``), processed from the agent's row up: the
-    row's two sweeps (visible cells spread through see-through cells to the right, then to
-    the left, and reveal their neighbours in the row above, as in minigrid) are one lookup
-    in a table of every (visible set, see-through set) pair (:data:`ROW_SWEEP_TABLES`, views
-    up to 7), and bit operations for larger views.
+    Each view row is a V-bit integer (bit ``x``), processed from the agent's row up. The
+    left-to-right sweep makes visible every cell reached from a visible see-through cell
+    through see-through cells: the carries of ``seeds + clear`` (``seeds`` the visible
+    see-through cells), i.e. ``(seeds + clear) ^ clear ^ seeds``. The right-to-left sweep is
+    the same on the bit-reversed row (a lookup in a 2**V-entry table, V <= 11; shifts for
+    larger views). Every visible see-through cell also reveals its neighbours in the row
+    above, as in minigrid.
 
     Returns:
         (N, V, V) bool mask indexed [vx, vy].
@@ -397,26 +371,30 @@ def visibility(codes: torch.Tensor) -> torch.Tensor:
     weights = torch.tensor([1 << i for i in range(view)], dtype=I32, device=dev)
     clear = (see_behind(codes).to(I32) * weights[None, :, None]).sum(1)  # (N, V): row bits
     full = (1 << view) - 1
-    table = ROW_SWEEP_TABLES.get(view)
-    if table is not None:
-        table = table.to(dev)
+    rev = None
+    if view <= 11:
+        bits = [
+            sum(((k >> i) & 1) << (view - 1 - i) for i in range(view)) for k in range(1 << view)
+        ]
+        rev = torch.tensor(bits, dtype=I32, device=dev)
     rows: list[torch.Tensor] = [torch.zeros(n, dtype=I32, device=dev)] * view
     rows[view - 1] = torch.full((n,), 1 << (view // 2), dtype=I32, device=dev)
     for j in range(view - 1, -1, -1):
         row, t = rows[j], clear[:, j]
-        if table is not None:
-            swept = table[(row | (t << view)).long()]
-            row, up = swept & full, swept >> view
+        seeds = row & t
+        row = row | (((seeds + t) ^ t ^ seeds) & full)
+        fwd_src = row & t & (full >> 1)
+        if rev is not None:
+            r, tr = rev[row.long()], rev[t.long()]
+            seeds = r & tr
+            row = rev[(r | (((seeds + tr) ^ tr ^ seeds) & full)).long()]
         else:
             for _ in range(view - 1):
-                row = row | (((row & t) << 1) & full)
-            fwd_src = row & t & (full >> 1)
-            for _ in range(view - 1):
                 row = row | ((row & t) >> 1)
-            back_src = row & t & (full & ~1)
-            up = (fwd_src | (fwd_src << 1) | back_src | (back_src >> 1)) & full
+        back_src = row & t & (full & ~1)
         rows[j] = row
         if j > 0:
+            up = (fwd_src | (fwd_src << 1) | back_src | (back_src >> 1)) & full
             rows[j - 1] = rows[j - 1] | up
     bits = torch.stack(rows, dim=1)  # (N, V) indexed [vy]
     shifts = torch.arange(view, dtype=I32, device=dev)[None, :, None]
