@@ -637,17 +637,22 @@ def _tile_table_host() -> torch.Tensor:
     Indexed ``(_cell_slot * 5 + overlay) * 2 + highlight``, overlay 0 without the agent,
     ``1 + d`` with the agent facing ``d``.
     """
+    drawn: dict[tuple[Any, ...], np.ndarray] = {}
     tiles = []
     for state in range(3):
         for color in range(6):
             for t in range(11):
-                cell = (t, color, state)
+                if t in (0, 1, 10):  # unseen, empty, agent: nothing drawn
+                    cell = (1, 0, 0)
+                else:  # only doors have a state; lava has one look
+                    cell = (t, 0 if t == T_LAVA else color, state if t == T_DOOR else 0)
                 for overlay in range(5):
                     agent_dir = None if overlay == 0 else overlay - 1
                     for highlight in (False, True):
-                        if t in (0, 1, 10):  # unseen, empty, agent: nothing drawn
-                            cell = (1, 0, 0)
-                        tiles.append(_tile(cell, agent_dir, highlight))
+                        key = (cell, agent_dir, highlight)
+                        if key not in drawn:
+                            drawn[key] = _tile(cell, agent_dir, highlight)
+                        tiles.append(drawn[key])
     return torch.from_numpy(np.stack(tiles))
 
 
