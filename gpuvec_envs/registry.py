@@ -46,6 +46,54 @@ _SEAQUEST = {
 _BREAKOUT = {"in_place": False}
 
 
+def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
+    """Entry of ``gpuvec/MiniGrid-<name>-v0``, mirroring ``MiniGrid-<name>-v0``."""
+    return EnvEntry(
+        f"gpuvec/MiniGrid-{name}-v0",
+        f"gpuvec_envs.envs.minigrid_{cls}",
+        max_steps,
+        f"MiniGrid-{name}-v0",
+        kwargs={"max_steps": max_steps, **kwargs},
+    )
+
+
+_DYN = "dynamic_obstacles:DynamicObstacles"
+#: minigrid 3.2.0's IDs: the reference's ``max_steps`` is both the reward's horizon and
+#: the shell's time limit.
+MINIGRID: tuple[EnvEntry, ...] = (
+    *(_minigrid(f"Empty-{s}x{s}", "empty:Empty", 4 * s * s, size=s) for s in (5, 6, 8, 16)),
+    *(
+        _minigrid(f"Empty-Random-{s}x{s}", "empty:Empty", 4 * s * s, size=s, agent_start_pos=None)
+        for s in (5, 6)
+    ),
+    *(_minigrid(f"DoorKey-{s}x{s}", "doorkey:DoorKey", 10 * s * s, size=s) for s in (5, 6, 8, 16)),
+    _minigrid("FourRooms", "fourrooms:FourRooms", 100),
+    *(_minigrid(f"LavaGapS{s}", "lava:LavaGap", 4 * s * s, size=s) for s in (5, 6, 7)),
+    *(
+        _minigrid(
+            f"{name}S{s}N{n}", "lava:Crossing", 4 * s * s, size=s, num_crossings=n, obstacle=o
+        )
+        for name, o in (("LavaCrossing", "lava"), ("SimpleCrossing", "wall"))
+        for s, n in ((9, 1), (9, 2), (9, 3), (11, 5))
+    ),
+    *(
+        _minigrid(f"Dynamic-Obstacles-{s}x{s}", _DYN, 4 * s * s, size=s, n_obstacles=n)
+        for s, n in ((5, 2), (6, 3), (8, 4), (16, 8))
+    ),
+    *(
+        _minigrid(
+            f"Dynamic-Obstacles-Random-{s}x{s}",
+            _DYN,
+            4 * s * s,
+            size=s,
+            n_obstacles=n,
+            agent_start_pos=None,
+        )
+        for s, n in ((5, 2), (6, 3))
+    ),
+    _minigrid("Unlock", "unlock:Unlock", 288),
+)
+
 REGISTRY: tuple[EnvEntry, ...] = (
     EnvEntry("gpuvec/CartPole-v0", "gpuvec_envs.envs.cartpole:CartPole", 200, "CartPole-v0"),
     EnvEntry("gpuvec/CartPole-v1", "gpuvec_envs.envs.cartpole:CartPole", 500, "CartPole-v1"),
@@ -131,58 +179,8 @@ REGISTRY: tuple[EnvEntry, ...] = (
         kwargs={"minimal_action_set": True},
         compiler=_SEAQUEST,
     ),
+    *MINIGRID,
 )
-
-
-def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
-    """Entry of ``gpuvec/MiniGrid-<name>-v0``, mirroring ``MiniGrid-<name>-v0``."""
-    return EnvEntry(
-        f"gpuvec/MiniGrid-{name}-v0",
-        f"gpuvec_envs.envs.minigrid_{cls}",
-        max_steps,
-        f"MiniGrid-{name}-v0",
-        kwargs={"max_steps": max_steps, **kwargs},
-    )
-
-
-_DYN = "dynamic_obstacles:DynamicObstacles"
-#: minigrid 3.2.0's IDs: the reference's ``max_steps`` is both the reward's horizon and
-#: the shell's time limit.
-MINIGRID: tuple[EnvEntry, ...] = (
-    *(_minigrid(f"Empty-{s}x{s}", "empty:Empty", 4 * s * s, size=s) for s in (5, 6, 8, 16)),
-    *(
-        _minigrid(f"Empty-Random-{s}x{s}", "empty:Empty", 4 * s * s, size=s, agent_start_pos=None)
-        for s in (5, 6)
-    ),
-    *(_minigrid(f"DoorKey-{s}x{s}", "doorkey:DoorKey", 10 * s * s, size=s) for s in (5, 6, 8, 16)),
-    _minigrid("FourRooms", "fourrooms:FourRooms", 100),
-    *(_minigrid(f"LavaGapS{s}", "lava:LavaGap", 4 * s * s, size=s) for s in (5, 6, 7)),
-    *(
-        _minigrid(
-            f"{name}S{s}N{n}", "lava:Crossing", 4 * s * s, size=s, num_crossings=n, obstacle=o
-        )
-        for name, o in (("LavaCrossing", "lava"), ("SimpleCrossing", "wall"))
-        for s, n in ((9, 1), (9, 2), (9, 3), (11, 5))
-    ),
-    *(
-        _minigrid(f"Dynamic-Obstacles-{s}x{s}", _DYN, 4 * s * s, size=s, n_obstacles=n)
-        for s, n in ((5, 2), (6, 3), (8, 4), (16, 8))
-    ),
-    *(
-        _minigrid(
-            f"Dynamic-Obstacles-Random-{s}x{s}",
-            _DYN,
-            4 * s * s,
-            size=s,
-            n_obstacles=n,
-            agent_start_pos=None,
-        )
-        for s, n in ((5, 2), (6, 3))
-    ),
-    _minigrid("Unlock", "unlock:Unlock", 288),
-)
-
-REGISTRY = REGISTRY + MINIGRID
 
 
 def entry(env_id: str) -> EnvEntry:

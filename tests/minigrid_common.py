@@ -9,9 +9,11 @@ The reference (``minigrid`` 3.2.0) draws from ``env.np_random`` (a ``numpy.rando
 * ``shuffle(list)`` -> Fisher-Yates: for ``i = n-1 .. 1``, swap ``i`` with
   ``integers(0, i + 1)`` (one word each).
 
-Our ``place`` draws a fixed ``2 K`` words per placement while ``place_obj`` takes 2 per try
-until one succeeds, so :func:`make_reference` wraps the reference's ``place_obj`` to start
-each placement at the next ``2 K`` boundary (and to check it took at most ``K`` tries).
+Inside ``place_obj`` (:attr:`ReplayRandom.paired`) one word answers a try's two calls: x
+from its high and y from its low 16 bits (``lo + (half * (hi - lo)) >> 16``). Our ``place``
+draws a fixed ``K`` words per placement while ``place_obj`` takes one per try until one
+succeeds, so :func:`make_reference` wraps the reference's ``place_obj`` to start each
+placement at the next ``K`` boundary (and to check it took at most ``K`` tries).
 
 :class:`ParityDriver` steps a :class:`~gpuvec_envs.core.vector.GpuVecEnv` (eager, autoreset
 ``NEXT_STEP``, the registered time limit) and one reference per env in lockstep, replays
@@ -43,6 +45,9 @@ class ReplayRandom:
     def __init__(self) -> None:
         self.words: list[int] = []
         self.pos = 0
+        #: Inside ``place_obj``: one word per try, x from its high and y from its low 16 bits.
+        self.paired = False
+        self._half: int | None = None
 
     def load(self, words: Sequence[int]) -> None:
         """Replace the queue with ``words`` (ints in ``[0, 2**32)``)."""
@@ -59,11 +64,18 @@ class ReplayRandom:
         return self.words[self.pos - 1]
 
     def integers(self, low: int, high: int | None = None, size: Any = None) -> int:
-        """``low + (word * (high - low)) >> 32``."""
+        """``low + (word * (high - low)) >> 32``; inside ``place_obj``, see :attr:`paired`."""
         assert size is None
         if high is None:
             low, high = 0, low
-        return int(low) + ((self._take() * (int(high) - int(low))) >> 32)
+        span = int(high) - int(low)
+        if not self.paired:
+            return int(low) + ((self._take() * span) >> 32)
+        if self._half is None:  # x: the high 16 bits of a new word
+            self._half = self._take()
+            return int(low) + (((self._half >> 16) * span) >> 16)
+        word, self._half = self._half, None  # y: the low 16 bits of the same word
+        return int(low) + (((word & 0xFFFF) * span) >> 16)
 
     def choice(self, seq: Sequence[Any]) -> Any:
         """``seq[integers(0, len(seq))]``."""
@@ -92,11 +104,14 @@ def make_reference(ref_id: str, tries: int, **kwargs: Any) -> tuple[Any, ReplayR
 
     def place_obj(*args: Any, **kw: Any) -> Any:
         start = rnd.pos
-        out = original(*args, **kw)
-        used = rnd.pos - start
-        assert used <= 2 * tries, f"place_obj took {used // 2} tries > K={tries}"
-        rnd.pos = start + 2 * tries
-        return out
+        rnd.paired = True
+        try:
+            return original(*args, **kw)
+        finally:
+            rnd.paired = False
+            used = rnd.pos - start
+            assert used <= tries, f"place_obj took {used} tries > K={tries}"
+            rnd.pos = start + tries
 
     ref.place_obj = place_obj
     return ref, rnd
@@ -152,7 +167,9 @@ class ParityDriver:
         n: Number of envs.
         obs_mode: ``"image"`` or ``"full"`` (the reference side applies
             ``FullyObsWrapper``'s observation).
-        autoreset_mode: ``"NextStep"`` (references reset when ours does) or ``"Disabled"``.
+        autoreset_mode: ``"NextStep"`` (references reset when ours does), ``"SameStep"``
+            (``final_obs`` is the reference's last obs, then it resets) or ``"Disabled"``
+            (references keep stepping finished episodes).
         patch: ``patch(ref, replay)`` adapts a reference to more of our draw layout (e.g.
             segments of a retry loop around ``place_obj``).
         **kwargs: Env parameters, given to both sides (minigrid's names); ``max_steps``
@@ -238,8 +255,9 @@ class ParityDriver:
         pending = st.needs_reset.bool().numpy()
         sw = _words(st.key0, st.key1, st.counter, STEP, self.step_words)
         rw = _words(st.key0, st.key1, st.counter, RESET, self.reset_words)
-        obs, reward, term, trunc, _ = self.env.step(torch.as_tensor(actions, dtype=torch.int64))
+        obs, reward, term, trunc, info = self.env.step(torch.as_tensor(actions, dtype=torch.int64))
         obs, reward, term, trunc = obs.numpy(), reward.numpy(), term.numpy(), trunc.numpy()
+        same_step = "final_obs" in info
         self.steps += 1
         where = f"step {self.steps}"
         for i in range(self.n):
@@ -251,6 +269,11 @@ class ParityDriver:
                 o, r, t, tr, _ = self.refs[i].step(int(actions[i]))
                 assert self.rnds[i].pos == self.step_words
                 ref_obs = self._ref_obs(self.refs[i], o)
+                if same_step and (t or tr):  # SAME_STEP: the final obs, then a reset
+                    assert bool(info["_final_obs"][i])
+                    final = info["final_obs"][i].numpy()
+                    np.testing.assert_array_equal(final, ref_obs, err_msg=f"{where}: final_obs")
+                    ref_obs = self._reset_ref(i, rw[i])
             self._compare(i, obs[i], ref_obs, where)
             assert reward[i] == np.float32(r), f"{where}, env {i}: reward {reward[i]} != {r}"
             assert term[i] == t and trunc[i] == tr, f"{where}, env {i}: flags"

@@ -10,13 +10,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from registry_ids import GENERIC
 from torch.utils import _pytree as pytree
 
 import gpuvec_envs
 from gpuvec_envs import EnvDef, EnvDefError, GpuVecEnv, check_env_def
 from gpuvec_envs.core.env import params_from_kwargs
 from gpuvec_envs.core.vector import resolve_env_def
-from gpuvec_envs.registry import REGISTRY
 
 
 # -- a valid env to break -----------------------------------------------------------------
@@ -74,7 +74,7 @@ def test_valid_env_passes_eager_and_traced():
     check_env_def(Drift, steps=4, dtype=torch.float64, compiled=False)
 
 
-@pytest.mark.parametrize("env", REGISTRY, ids=lambda e: e.id)
+@pytest.mark.parametrize("env", GENERIC, ids=lambda e: e.id)
 def test_every_registered_env_passes(env):
     """Every ID, eager and untraced (the traced and compiled runs are in the slow test)."""
     env_def = resolve_env_def(env.env_def)
@@ -87,7 +87,7 @@ def test_registered_env_traced():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env", REGISTRY, ids=lambda e: e.id)
+@pytest.mark.parametrize("env", GENERIC, ids=lambda e: e.id)
 def test_every_registered_env_passes_traced_and_compiled(env):
     env_def = resolve_env_def(env.env_def)
     params = params_from_kwargs(env_def.params_type, None, env.kwargs)

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.vector import AutoresetMode
+from registry_ids import GENERIC_IDS
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
 from gpuvec_envs.core.checkpoint import FORMAT_VERSION
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.core.vector import GpuVecEnv
-from gpuvec_envs.registry import REGISTRY
 
-ALL_IDS = [e.id for e in REGISTRY]
+ALL_IDS = GENERIC_IDS
 MODES = list(AutoresetMode)
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -15,6 +15,7 @@ import torch
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
+from registry_ids import GENERIC_IDS
 from torch.utils import _pytree as pytree
 
 import gpuvec_envs
@@ -25,7 +26,7 @@ from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
 from gpuvec_envs.core.vector import GpuVecEnv
 from gpuvec_envs.registry import REGISTRY
 
-ALL_IDS = [e.id for e in REGISTRY]
+ALL_IDS = GENERIC_IDS
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 

@@ -20,11 +20,11 @@ PROBS = [0.15, 0.15, 0.35, 0.1, 0.05, 0.15, 0.05]
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_parity(env_id: str) -> None:
-    """32 envs x 150 steps of random actions; a short horizon for frequent resets."""
-    d = ParityDriver(env_id, 32, max_steps=50)
+    """16 envs x 120 steps of random actions; a short horizon for frequent resets."""
+    d = ParityDriver(env_id, 16, max_steps=40)
     d.reset(seed=7)
-    d.run(150, np.random.default_rng(4), probs=PROBS)
-    assert d.resets > 32
+    d.run(120, np.random.default_rng(4), probs=PROBS)
+    assert d.resets > 16
     if "DoorKey" in env_id:
         assert d.carried > 0
     if env_id.endswith(("5x5-v0", "6x6-v0")):  # random agents rarely get farther

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.error import DependencyNotInstalled
+from registry_ids import GENERIC_IDS
 
 from gpuvec_envs.core.vector import GpuVecEnv
 from gpuvec_envs.envs import _minatar
@@ -37,7 +38,7 @@ from gpuvec_envs.viewer import tile
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 WHITE = (255, 255, 255)
-ALL_IDS = [e.id for e in REGISTRY]
+ALL_IDS = GENERIC_IDS
 SHAPES = {
     "CartPole": (400, 600),
     "Pendulum": (500, 500),
@@ -51,6 +52,10 @@ N_STATES = 16
 
 def _frame_shape(env_id: str) -> tuple[int, int]:
     name = env_id.removeprefix("gpuvec/").split("-v")[0]
+    if name.startswith("MiniGrid"):  # 32-pixel tiles
+        env = _make(env_id, 1)
+        width, height = env.env_def.dims(env.params)
+        return height * 32, width * 32
     return (160, 160) if name.startswith("MinAtar") else SHAPES[name]
 
 

@@ -20,16 +20,23 @@ registered family here puts anything in a box): toggling a box empties its cell.
 ``(V // 2, V - 1)`` looking up), with ``process_vis`` occlusion unless
 ``see_through_walls`` and the carried object drawn in the agent's cell; ``"full"`` is
 ``FullyObsWrapper``'s ``obs["image"]``, (W, H, 3) uint8 indexed ``[x, y, channel]`` with
-the agent as ``(agent, red, direction)``. minigrid's ``direction`` is implied by the full
-view and the mission string is constant for every registered ID here (see
-docs/envs.md), so the shell's single-tensor observations lose nothing.
+the agent as ``(agent, red, direction)``. The shell's observation is one tensor per step
+(``final_obs``, validation and the adapters rely on it), so minigrid's dict is not
+returned: ``"image"`` is what ``ImgObsWrapper`` gives (without the dict's ``direction``,
+which ``"full"`` carries), and the ``mission`` string is constant for every registered ID
+here (listed in docs/envs.md).
+
+**Random draws.** An ``integers(lo, hi)`` of the reference is one stream of the step's or
+reset's :class:`~gpuvec_envs.core.rng.Rng`, ``lo + (word * (hi - lo)) >> 32``
+(:func:`rand_int`), in the reference's order.
 
 **Placement.** minigrid's ``place_obj`` draws ``(x, y)`` uniformly in a rectangle until the
-cell is empty and not the agent's. Here each placement draws ``K`` candidate pairs at once
-(streams ``x0, y0, x1, y1, ...``, each an ``integers(lo, hi)`` as ``lo + (word * (hi - lo))
->> 32``) and takes the first acceptable one: the same cell the reference takes whenever it
-succeeds within ``K`` tries. If all ``K`` fail (probability ``(1 - p) ** K`` for a fraction
-``p`` of acceptable cells; each family states its bound), the first acceptable cell in
+cell is empty and not the agent's. Here each placement draws ``K`` candidates at once, one
+stream each (``x = lo + (high16 * (hi - lo)) >> 16`` from the word's high 16 bits, ``y``
+likewise from its low 16 bits: half the hashing of a stream per coordinate), and takes the
+first acceptable one: the same cell the reference takes whenever it succeeds within ``K``
+tries. If all ``K`` fail (probability ``(1 - p) ** K`` for a fraction ``p`` of acceptable
+cells; each family bounds it by 1e-9, see :func:`tries_for`), the first acceptable cell in
 row-major order is taken instead.
 """
 
@@ -87,11 +94,6 @@ T_WALL, T_DOOR, T_KEY, T_BALL, T_BOX, T_GOAL, T_LAVA = (
     OBJECT_TO_IDX[k] for k in ("wall", "door", "key", "ball", "box", "goal", "lava")
 )
 T_FLOOR = OBJECT_TO_IDX["floor"]
-
-
-def obj_type(cell: torch.Tensor) -> torch.Tensor:
-    """Object type index of packed codes."""
-    return cell & 15
 
 
 def can_overlap(cell: torch.Tensor) -> torch.Tensor:
@@ -189,8 +191,8 @@ def first_fit(
     """The first of K candidate cells that ``place_obj`` would accept.
 
     Args:
-        rng: Draws ``2 * tries`` streams (x and y of each candidate, in the reference's
-            order).
+        rng: Draws ``tries`` streams, one per candidate: x from its high and y from its
+            low 16 bits.
         cells: (N, H * W) codes.
         width: Grid width W.
         tries: Candidates K.
@@ -204,9 +206,9 @@ def first_fit(
         last candidate if none is), (N,) bool whether one is.
     """
     (xl, xh), (yl, yh) = x_range, y_range
-    words = rng.bits(tries, 2)
-    xs = _col(xl) + ((words[..., 0] * _col(xh - xl)) >> 32)
-    ys = _col(yl) + ((words[..., 1] * _col(yh - yl)) >> 32)
+    words = rng.bits(tries)
+    xs = _col(xl) + (((words >> 16) * _col(xh - xl)) >> 16)
+    ys = _col(yl) + (((words & 0xFFFF) * _col(yh - yl)) >> 16)
     flat = (ys * width + xs).to(I32)  # (N, K)
     ok = cells.gather(1, flat.long()) == EMPTY
     if avoid is not None:
@@ -253,7 +255,7 @@ def _col(v: Any) -> Any:
     return v[:, None] if isinstance(v, torch.Tensor) else v
 
 
-def tries_for(p: float, bound: float = 1e-12) -> int:
+def tries_for(p: float, bound: float = 1e-9) -> int:
     """Candidates K with ``(1 - p) ** K <= bound``, for a fraction ``p`` of acceptable cells."""
     return max(1, math.ceil(math.log(bound) / math.log1p(-p)))
 
@@ -350,44 +352,16 @@ def view_cells(
     return codes, torch.where(inside, flat, -1)
 
 
-#: Largest view whose row sweeps :func:`visibility` looks up in a table (2**(2V) entries).
-TABLE_VIEW = 7
-
-
-@functools.cache
-def _row_sweep_table(view: int) -> tuple[int, ...]:
-    """``process_vis`` on one view row, for every (visible set, see-through set) pair.
-
-    Entry ``seeds | clear << V`` is ``row | up << V``: the row's visible set after the
-    left-to-right and right-to-left sweeps, and the cells of the row above they reveal.
-    """
-    full = (1 << view) - 1
-    out = []
-    for key in range(1 << (2 * view)):
-        row, clear = key & full, key >> view
-        vis = [(row >> i) & 1 for i in range(view)]
-        t = [(clear >> i) & 1 for i in range(view)]
-        up = [0] * view
-        for i in range(view - 1):
-            if vis[i] and t[i]:
-                vis[i + 1] = up[i + 1] = up[i] = 1
-        for i in range(view - 1, 0, -1):
-            if vis[i] and t[i]:
-                vis[i - 1] = up[i - 1] = up[i] = 1
-        out.append(
-            sum(v << i for i, v in enumerate(vis)) | sum(u << i for i, u in enumerate(up)) << view
-        )
-    return tuple(out)
-
-
 def visibility(codes: torch.Tensor) -> torch.Tensor:
     """``Grid.process_vis`` of (N, V, V) view codes from the agent at ``(V // 2, V - 1)``.
 
-    Each view row is a V-bit integer (bit ``x``), processed from the agent's row up: the
-    row's two sweeps (visible cells spread through see-through cells to the right, then to
-    the left, and reveal their neighbours in the row above, as in minigrid) are one lookup
-    in a table of every (visible set, see-through set) pair for ``V <= TABLE_VIEW``, and
-    bit operations otherwise.
+    Each view row is a V-bit integer (bit ``x``), processed from the agent's row up. The
+    left-to-right sweep makes visible every cell reached from a visible see-through cell
+    through see-through cells: the carries of ``seeds + clear`` (``seeds`` the visible
+    see-through cells), i.e. ``(seeds + clear) ^ clear ^ seeds``. The right-to-left sweep is
+    the same on the bit-reversed row (a lookup in a 2**V-entry table, V <= 11; shifts for
+    larger views). Every visible see-through cell also reveals its neighbours in the row
+    above, as in minigrid.
 
     Returns:
         (N, V, V) bool mask indexed [vx, vy].
@@ -397,26 +371,30 @@ def visibility(codes: torch.Tensor) -> torch.Tensor:
     weights = torch.tensor([1 << i for i in range(view)], dtype=I32, device=dev)
     clear = (see_behind(codes).to(I32) * weights[None, :, None]).sum(1)  # (N, V): row bits
     full = (1 << view) - 1
-    table = None
-    if view <= TABLE_VIEW:
-        table = torch.tensor(_row_sweep_table(view), dtype=I32, device=dev)
+    rev = None
+    if view <= 11:
+        bits = [
+            sum(((k >> i) & 1) << (view - 1 - i) for i in range(view)) for k in range(1 << view)
+        ]
+        rev = torch.tensor(bits, dtype=I32, device=dev)
     rows: list[torch.Tensor] = [torch.zeros(n, dtype=I32, device=dev)] * view
     rows[view - 1] = torch.full((n,), 1 << (view // 2), dtype=I32, device=dev)
     for j in range(view - 1, -1, -1):
         row, t = rows[j], clear[:, j]
-        if table is not None:
-            swept = table[(row | (t << view)).long()]
-            row, up = swept & full, swept >> view
+        seeds = row & t
+        row = row | (((seeds + t) ^ t ^ seeds) & full)
+        fwd_src = row & t & (full >> 1)
+        if rev is not None:
+            r, tr = rev[row.long()], rev[t.long()]
+            seeds = r & tr
+            row = rev[(r | (((seeds + tr) ^ tr ^ seeds) & full)).long()]
         else:
             for _ in range(view - 1):
-                row = row | (((row & t) << 1) & full)
-            fwd_src = row & t & (full >> 1)
-            for _ in range(view - 1):
                 row = row | ((row & t) >> 1)
-            back_src = row & t & (full & ~1)
-            up = (fwd_src | (fwd_src << 1) | back_src | (back_src >> 1)) & full
+        back_src = row & t & (full & ~1)
         rows[j] = row
         if j > 0:
+            up = (fwd_src | (fwd_src << 1) | back_src | (back_src >> 1)) & full
             rows[j - 1] = rows[j - 1] | up
     bits = torch.stack(rows, dim=1)  # (N, V) indexed [vy]
     shifts = torch.arange(view, dtype=I32, device=dev)[None, :, None]
@@ -464,7 +442,7 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
     """Base of the MiniGrid families: a family sets ``params_type`` and :meth:`gen_grid`."""
 
     params_type: ClassVar[type] = MiniGridParams
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "rgb_array"], "render_fps": 10}
 
     # -- family-specific -----------------------------------------------------------------
     def dims(self, params: Any) -> tuple[int, int]:
@@ -659,17 +637,22 @@ def _tile_table_host() -> torch.Tensor:
     Indexed ``(_cell_slot * 5 + overlay) * 2 + highlight``, overlay 0 without the agent,
     ``1 + d`` with the agent facing ``d``.
     """
+    drawn: dict[tuple[Any, ...], np.ndarray] = {}
     tiles = []
     for state in range(3):
         for color in range(6):
             for t in range(11):
-                cell = (t, color, state)
+                if t in (0, 1, 10):  # unseen, empty, agent: nothing drawn
+                    cell = (1, 0, 0)
+                else:  # only doors have a state; lava has one look
+                    cell = (t, 0 if t == T_LAVA else color, state if t == T_DOOR else 0)
                 for overlay in range(5):
                     agent_dir = None if overlay == 0 else overlay - 1
                     for highlight in (False, True):
-                        if t in (0, 1, 10):  # unseen, empty, agent: nothing drawn
-                            cell = (1, 0, 0)
-                        tiles.append(_tile(cell, agent_dir, highlight))
+                        key = (cell, agent_dir, highlight)
+                        if key not in drawn:
+                            drawn[key] = _tile(cell, agent_dir, highlight)
+                        tiles.append(drawn[key])
     return torch.from_numpy(np.stack(tiles))
 
 

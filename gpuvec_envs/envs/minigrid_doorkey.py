@@ -7,10 +7,10 @@ wall and the goal in the bottom-right corner. ``max_steps`` defaults to ``10 * s
 Mission: "use the key to open the door and then get to the goal".
 
 Random draws (reset only, in the reference's order): ``split`` (1), the agent's cell
-(``2 K``), its direction (1), the door's row (1), the key's cell (``2 K``). ``K`` bounds the
-failure probability by 1e-12 for the worst case ``split = 2``, where a fraction
-``(size - 3) / (2 size)`` of the candidates is acceptable: K = 124 for 5x5, 97 for 6x6,
-74 for 8x8, 53 for 16x16.
+(``K``), its direction (1), the door's row (1), the key's cell (``K``). ``K`` bounds the
+failure probability by 1e-9 for the worst case ``split = 2``, where a fraction
+``(size - 3) / (2 size)`` of the candidates is acceptable: K = 93 for 5x5, 73 for 6x6,
+56 for 8x8, 40 for 16x16.
 """
 
 from __future__ import annotations

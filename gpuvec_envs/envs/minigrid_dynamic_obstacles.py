@@ -13,8 +13,8 @@ Placement: the reference places each ball with ``place_obj(max_tries=100)``, i.e
 placement draws exactly K = 101 candidates, so moves are exact in every case; the agent's
 random start (``Random`` IDs) fails with probability below 1e-16.
 
-Random draws: reset: the agent's cell (``2 K``) and direction (1) with a random start,
-then ``2 K`` per ball; step: ``2 K`` per ball.
+Random draws: reset: the agent's cell (``K``) and direction (1) with a random start,
+then ``K`` per ball; step: ``K`` per ball.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ from gpuvec_envs.envs._grid import (
     base_layout,
     code,
     constant_cells,
+    dir_vec,
     first_fit,
+    get_cell,
     grid_step,
     place,
     rand_int,
@@ -115,9 +117,8 @@ class DynamicObstacles(MiniGridEnv):
         """Balls move, the agent acts, a blocked forward move costs -1 and ends the episode."""
         w = params.size
         s = state.grid
-        fx = s.agent_x + torch.where(s.agent_dir == 0, 1, torch.where(s.agent_dir == 2, -1, 0))
-        fy = s.agent_y + torch.where(s.agent_dir == 1, 1, torch.where(s.agent_dir == 3, -1, 0))
-        front = s.cells.gather(1, (fy * w + fx).long()[:, None])[:, 0]
+        dx, dy = dir_vec(s.agent_dir)
+        front = get_cell(s.cells, (s.agent_y + dy) * w + s.agent_x + dx)
         not_clear = (front != EMPTY) & (front != GOAL)
         cells, agent = s.cells, s.agent_y * w + s.agent_x
         moved = []

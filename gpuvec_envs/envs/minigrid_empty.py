@@ -6,9 +6,9 @@ green goal in the bottom-right corner; the agent starts at ``agent_start_pos`` f
 cell facing a random direction. ``max_steps`` defaults to ``4 * size**2``; the agent sees
 through walls (minigrid's default for this env). Mission: "get to the green goal square".
 
-Random draws (reset only): with a random start, ``2 K`` for the position (see
-:func:`~gpuvec_envs.envs._grid.place`; ``K`` from a failure bound of 1e-12 for the
-fraction ``((size - 2)**2 - 1) / size**2`` of acceptable cells: 72 for 5x5, 51 for 6x6),
+Random draws (reset only): with a random start, ``K`` for the position (see
+:func:`~gpuvec_envs.envs._grid.place`; ``K`` from a failure bound of 1e-9 for the
+fraction ``((size - 2)**2 - 1) / size**2`` of acceptable cells: 54 for 5x5, 39 for 6x6),
 then one for the direction.
 """
 

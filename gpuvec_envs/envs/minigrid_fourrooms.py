@@ -7,9 +7,9 @@ Mission: "reach the goal".
 
 Random draws (reset only, in the reference's order): the four gaps (rows ``[1, 9)`` of
 the upper vertical wall, columns ``[1, 9)`` and ``[10, 18)`` of the horizontal wall, rows
-``[10, 18)`` of the lower vertical wall), the agent's cell (``2 K``), its direction, the
-goal's cell (``2 K``). Of the 361 candidate cells at least 259 are acceptable, so K = 22
-bounds the failure probability by 1e-12.
+``[10, 18)`` of the lower vertical wall), the agent's cell (``K``), its direction, the
+goal's cell (``K``). Of the 361 candidate cells at least 259 are acceptable, so K = 17
+bounds the failure probability by 1e-9.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ key) pays ``1 - 0.9 * step_count / max_steps`` and ends the episode; ``max_steps
 Mission: "open the door".
 
 Random draws (reset only, in the reference's order): the door's row (1), its colour (1,
-an index into minigrid's sorted ``COLOR_NAMES``), the key's cell (``2 K``), then the agent:
+an index into minigrid's sorted ``COLOR_NAMES``), the key's cell (``K``), then the agent:
 ``RoomGrid.place_agent`` repeats ``place_obj`` plus a direction until the agent does not
-face an object, so the agent takes ``M`` attempts of ``2 K + 1`` draws and keeps the first
-that faces an empty cell or a wall. K = 51 (at least 15 of the 36 candidate cells are
-acceptable) and M = 14 (at most 8 of the 60 (cell, direction) pairs face the key or the
-door) bound each failure probability by 1e-12.
+face an object, so the agent takes ``M`` attempts of ``K + 1`` draws and keeps the first
+that faces an empty cell or a wall. K = 39 (at least 15 of the 36 candidate cells are
+acceptable) and M = 11 (at most 8 of the 60 (cell, direction) pairs face the key or the
+door) bound each failure probability by 1e-9.
 """
 
 from __future__ import annotations

@@ -1,0 +1,26 @@
+"""The IDs that the generic per-ID tests (engine, checkpoints, rendering, checks) iterate.
+
+Every registered ID, except that the MiniGrid IDs, many sizes of a few env classes, are
+represented by the first ID of each class: their own test files (``test_minigrid_*.py``)
+cover every MiniGrid ID against the reference.
+"""
+
+from __future__ import annotations
+
+from gpuvec_envs.registry import MINIGRID, REGISTRY, EnvEntry
+
+
+def _representatives() -> list[EnvEntry]:
+    seen: set[str] = set()
+    out = []
+    for e in MINIGRID:
+        if e.env_def not in seen:
+            seen.add(e.env_def)
+            out.append(e)
+    return out
+
+
+MINIGRID_IDS = {e.id for e in MINIGRID}
+#: Registry entries of the generic tests, in registry order.
+GENERIC: list[EnvEntry] = [e for e in REGISTRY if e.id not in MINIGRID_IDS] + _representatives()
+GENERIC_IDS: list[str] = [e.id for e in GENERIC]
