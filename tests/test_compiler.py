@@ -10,7 +10,7 @@ import time
 import gymnasium as gym
 import pytest
 import torch
-from compile_checks import assert_fast_path
+from compile_checks import assert_fast_path, expected_lean_wrapper
 from shift_register import FIELDS, ShiftRegister
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
@@ -348,7 +348,8 @@ def test_every_registered_env_with_passes_on_and_off_equals_eager(env_id, passes
     report = compiled.compile_report
     print(env_id, passes, report)
     if passes == "on":
-        assert_fast_path(report)
+        entry = next(e for e in REGISTRY if e.id == env_id)
+        assert_fast_path(report, lean_wrapper=expected_lean_wrapper(entry.compiler))
     else:
         assert report.fast_path and report.fallbacks == (), str(report)
         assert {p.status for p in report.passes} == {"off"}, str(report)
