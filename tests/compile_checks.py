@@ -21,6 +21,15 @@ def registered_compiler_options(env_def: Any) -> dict[str, Any]:
     return options[0]
 
 
+def expected_lean_wrapper(compiler: dict[str, Any]) -> str:
+    """The lean wrapper's status on the pinned torch for an env with these registry options.
+
+    Without the in-place state (``in_place=False``) the flat call returns its RNG key inputs
+    as they are, so inductor's own call is the right one: ``not_needed``.
+    """
+    return "not_needed" if compiler.get("in_place") is False else "applied"
+
+
 def assert_fast_path(
     report: CompileReport | None, cpp_schedule: str | None = None, lean_wrapper: str = "applied"
 ) -> None:

@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from compile_checks import assert_fast_path, registered_compiler_options
+from compile_checks import assert_fast_path, expected_lean_wrapper, registered_compiler_options
 from gymnasium.utils.env_checker import check_env
 from minatar.gym import BaseEnv
 
@@ -255,7 +255,7 @@ def compare_backends(
     sample: Callable[[torch.Generator, torch.Tensor], torch.Tensor] | None = None,
     min_dones: int = 1,
     cpp_schedule: str | None = None,
-    lean_wrapper: str = "applied",
+    lean_wrapper: str | None = None,
 ) -> GpuVecEnv:
     """Step an eager and a compiled env (``n`` envs) alike; assert bitwise equal outputs.
 
@@ -263,8 +263,9 @@ def compare_backends(
     episodes end within ``steps``); ``sample(gen, uniform_actions) -> actions`` may bias the
     actions. At least ``min_dones`` episodes must end. The compiled env has the registry's
     compiler options and must take the fast path (``cpp_schedule``, ``lean_wrapper``: the
-    passes' expected statuses on the pinned torch). Returns the compiled env (one graph,
-    NEXT_STEP autoreset) for further checks.
+    passes' expected statuses on the pinned torch; the lean wrapper's follows the registry
+    options by default, see :func:`compile_checks.expected_lean_wrapper`). Returns the
+    compiled env (one graph, NEXT_STEP autoreset) for further checks.
     """
     eager = GpuVecEnv(env_def, n, backend="eager")
     options = registered_compiler_options(env_def)
@@ -292,6 +293,7 @@ def compare_backends(
     leaves = torch.utils._pytree.tree_leaves
     for x, y in zip(leaves(eager.state), leaves(compiled.state), strict=True):
         assert torch.equal(x, y)
+    lean_wrapper = lean_wrapper or expected_lean_wrapper(options)
     assert_fast_path(compiled.compile_report, cpp_schedule, lean_wrapper)
     return compiled
 

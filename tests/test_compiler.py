@@ -10,11 +10,18 @@ import time
 import gymnasium as gym
 import pytest
 import torch
-from compile_checks import assert_fast_path
+from compile_checks import assert_fast_path, expected_lean_wrapper
 from shift_register import FIELDS, ShiftRegister
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
-from gpuvec_envs.compiler import COMPILE_LOCK, Backend, CompilerOptions, compile_flat, resolve
+from gpuvec_envs.compiler import (
+    COMPILE_LOCK,
+    Backend,
+    CompilerOptions,
+    NoFallback,
+    compile_flat,
+    resolve,
+)
 from gpuvec_envs.compiler import backend as compiler_backend
 from gpuvec_envs.compiler.options import from_env
 from gpuvec_envs.compiler.passes import cpp_schedule
@@ -237,6 +244,29 @@ def test_a_fallback_is_reported_and_warns_once(monkeypatch):
     assert backend.report.strategy == "eager" and "torch_compile" in str(backend.report)
 
 
+def test_the_functions_own_error_is_raised_at_once_not_a_fallback():
+    class Rejected(ValueError, NoFallback):
+        pass
+
+    calls = []
+
+    def picky(x: torch.Tensor) -> torch.Tensor:
+        calls.append(x.shape)
+        if x.dtype != torch.float32:  # trace-time metadata
+            raise Rejected(f"picky takes float32, got {x.dtype}")
+        return x + 1
+
+    import warnings
+
+    backend = Backend(picky, (), "compile", "no_fallback")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="gpuvec_envs compiler")
+        for _ in range(2):  # nothing built: the next call tries again
+            with pytest.raises(Rejected, match="picky takes float32, got torch.int64"):
+                backend(torch.ones(3, dtype=torch.int64))
+    assert len(calls) == 2 and backend.report is None and backend.name == "compile"
+
+
 # -- every pass off ------------------------------------------------------------------------
 
 
@@ -318,7 +348,8 @@ def test_every_registered_env_with_passes_on_and_off_equals_eager(env_id, passes
     report = compiled.compile_report
     print(env_id, passes, report)
     if passes == "on":
-        assert_fast_path(report)
+        entry = next(e for e in REGISTRY if e.id == env_id)
+        assert_fast_path(report, lean_wrapper=expected_lean_wrapper(entry.compiler))
     else:
         assert report.fast_path and report.fallbacks == (), str(report)
         assert {p.status for p in report.passes} == {"off"}, str(report)

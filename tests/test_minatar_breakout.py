@@ -129,7 +129,7 @@ def test_wall_refills_when_cleared() -> None:
 def test_compiled_matches_eager() -> None:
     # without the in-place state the step returns one of its inputs as it is, so the lean
     # wrapper has nothing to keep
-    compare_backends(Breakout(), 16, 300, lean_wrapper="not_needed")
+    compare_backends(Breakout(), 16, 300)  # in_place=False: lean wrapper not_needed
 
 
 @pytest.mark.filterwarnings("ignore:.*out of date")

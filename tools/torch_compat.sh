@@ -4,7 +4,7 @@
 #
 #   tools/torch_compat.sh            # build (if missing) and test, torch 2.14.1
 #   TORCH_VERSION=2.14.1 tools/torch_compat.sh build
-#   tools/torch_compat.sh test [PYTEST ARGS...]
+#   tools/torch_compat.sh test [PYTEST ARGS...]   # then tools/compile_reports.py
 #   tools/torch_compat.sh clean      # delete the venv (several GB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,9 +27,13 @@ build() {
 run_tests() {
     "$VENV/bin/python" -c "import torch; print('torch', torch.__version__, \
 torch.backends.cpu.get_cpu_capability(), 'threads', torch.get_num_threads())"
-    "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
+    # Slow tests are left out unless asked for (``test -m slow``: the last -m wins).
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m "not slow" \
         tests/test_compiler.py tests/test_fusion.py tests/test_cpp_schedule.py \
-        tests/test_parity.py tests/test_minatar_seaquest.py "$@"
+        tests/test_parity.py tests/test_minatar_asterix.py tests/test_minatar_breakout.py \
+        tests/test_minatar_freeway.py tests/test_minatar_seaquest.py \
+        tests/test_minatar_space_invaders.py "$@"
+    "$VENV/bin/python" tools/compile_reports.py
 }
 
 case "$action" in

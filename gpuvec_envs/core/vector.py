@@ -503,7 +503,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             raise RuntimeError("call reset() before step()")
         out = self._threads(self._step, self._state, action)
         self._state = out.state
-        if self.validate and (out.probe is None or not bool(out.probe == 0)):
+        if self.validate and (out.probe is None or out.probe.item() != 0):  # NaN: not finite
             self._check_outputs("step", out.obs, out.reward, out.final_obs)
         terminated = out.terminated.view(torch.bool)
         truncated = out.truncated.view(torch.bool)
@@ -696,16 +696,20 @@ class GpuVecEnv(gym.vector.VectorEnv):
         return t.to(self._action_dtype).contiguous()
 
     def _check_action_values(self, t: torch.Tensor) -> None:
+        # one pass over the actions and one read-back; the first bad env only on failure
         space = self.single_action_space
         if isinstance(space, gym.spaces.Discrete):
             low, high = int(space.start), int(space.start + space.n)
+            lo, hi = torch.stack(torch.aminmax(t)).tolist()
+            if low <= lo and hi < high:
+                return
             bad, what = (t < low) | (t >= high), f"outside [{low}, {high})"
         else:
+            if bool(torch.isfinite(t).all()):
+                return
             bad, what = ~torch.isfinite(t).reshape(self.num_envs, -1).all(1), "not finite"
-        # index of the first bad env, or -1: the one read-back of a validated step
-        first = int(torch.where(bad.any(), bad.to(torch.uint8).argmax(), -1))
-        if first >= 0:
-            raise ValueError(f"action {t[first].cpu().numpy()} of env {first} is {what}")
+        first = int(bad.to(torch.uint8).argmax())
+        raise ValueError(f"action {t[first].cpu().numpy()} of env {first} is {what}")
 
     def _seed_tensor(self, seed: int | Sequence[int | None] | None) -> torch.Tensor | None:
         if seed is None:
