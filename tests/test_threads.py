@@ -110,6 +110,23 @@ def test_auto_probes_rarely_on_a_calm_machine(two_threads):
     assert machine.runs.count(1) <= 10
 
 
+def test_a_failed_probe_of_more_threads_waits_the_longest_interval(two_threads):
+    """Cores that look idle but stall a bigger team (200x slower calls): after one failed
+    try, more threads are tried again only every PROBE_MAX_S."""
+    machine = FakeMachine({2: 40e-3, 1: 0.2e-3})
+    machine.idle = 1.0
+    control = ThreadControl("auto", clock=machine.clock, idle_cores=lambda: machine.idle)
+    for _ in range(20):
+        control(machine.call)
+    assert control.threads == 1
+    start, t0 = len(machine.runs), machine.now
+    while machine.now - t0 < 4 * ThreadControl.PROBE_MAX_S:
+        control(machine.call)
+    tries = machine.runs[start:].count(2)
+    assert 3 <= tries <= 5  # one slow call per PROBE_MAX_S, not a doubling ramp from 0.2 s
+    assert control.threads == 1
+
+
 def test_auto_never_exceeds_the_process_thread_count(two_threads):
     control = ThreadControl("auto")
     control(torch.get_num_threads)

@@ -190,6 +190,10 @@ class ThreadControl:
             self.threads = probe
             self.switches += 1
             self._interval = self.PROBE_MIN_S
+        elif probe > (self.threads or 0):
+            # more threads stalled although cores looked idle: one such call can cost
+            # hundreds of calm ones, so wait the longest interval before the next try
+            self._interval = self.PROBE_MAX_S
         else:
             self._interval = min(2 * self._interval, self.PROBE_MAX_S)
         self._next_probe = now + self._interval
