@@ -205,30 +205,35 @@ def first_fit(
         ``(index, found)``: (N,) int32 flat index of the first acceptable candidate (0 if
         none is), (N,) bool whether one is.
 
-    The acceptable cells are first packed into 32-bit words per env, so that testing a
-    candidate is arithmetic (a shift of its word) instead of a gather from the grid, and
-    the first acceptable candidate is found by one max over ``rank << 16 | index``: the
-    candidates' loop vectorises.
+    Grids of up to 64 cells first pack their free cells into two 32-bit words per env, so
+    that testing a candidate is a shift instead of a gather from the grid (on larger grids
+    building the words costs more than it saves).
+    The first acceptable candidate is found by one max over ``rank << 16 | index``.
     """
     (xl, xh), (yl, yh) = x_range, y_range
     dev = cells.device
     n_cells = cells.shape[1]
-    free = cells == EMPTY
-    if avoid is not None:
-        free = free & (torch.arange(n_cells, device=dev) != avoid[:, None])
-    weights = torch.tensor([1 << b for b in range(32)], dtype=torch.int64, device=dev)
-    n_words = (n_cells + 31) // 32
-    pad = torch.zeros(free.shape[0], n_words * 32 - n_cells, dtype=torch.bool, device=dev)
-    free = torch.cat([free, pad], 1).view(-1, n_words, 32)
-    masks = (free.to(torch.int64) * weights).sum(2)  # (N, n_words), bit b: cell 32 w + b
     words = rng.bits(tries)
     xs = _col(xl) + (((words >> 16) * _col(xh - xl)) >> 16)
     ys = _col(yl) + (((words & 0xFFFF) * _col(yh - yl)) >> 16)
     flat = ys * width + xs  # (N, K) int64
-    mask = masks[:, :1]
-    for w in range(1, n_words):
-        mask = torch.where((flat >> 5) == w, masks[:, w : w + 1], mask)
-    ok = ((mask >> (flat & 31)) & 1) != 0
+    if n_cells <= 64:
+        free = cells == EMPTY
+        if avoid is not None:
+            free = free & (torch.arange(n_cells, device=dev) != avoid[:, None])
+        weights = torch.tensor([1 << b for b in range(32)], dtype=torch.int64, device=dev)
+        masks = [
+            (free[:, lo : lo + 32].to(torch.int64) * weights[: min(32, n_cells - lo)]).sum(1)
+            for lo in range(0, n_cells, 32)
+        ]
+        mask = masks[0][:, None]
+        if len(masks) > 1:
+            mask = torch.where(flat >= 32, masks[1][:, None], mask)
+        ok = ((mask >> (flat & 31)) & 1) != 0
+    else:
+        ok = cells.gather(1, flat) == EMPTY
+        if avoid is not None:
+            ok = ok & (flat != avoid[:, None])
     rank = torch.arange(tries, 0, -1, dtype=torch.int64, device=dev)  # the first ranks K
     best = torch.where(ok, (rank << 16) | flat, 0).amax(1)  # (N,), 0 if none
     return (best & 0xFFFF).to(I32), best > 0
