@@ -222,13 +222,14 @@ def first_fit(
         if avoid is not None:
             free = free & (torch.arange(n_cells, device=dev) != avoid[:, None])
         weights = torch.tensor([1 << b for b in range(32)], dtype=torch.int64, device=dev)
-        masks = [
-            (free[:, lo : lo + 32].to(torch.int64) * weights[: min(32, n_cells - lo)]).sum(1)
-            for lo in range(0, n_cells, 32)
-        ]
-        mask = masks[0][:, None]
-        if len(masks) > 1:
-            mask = torch.where(flat >= 32, masks[1][:, None], mask)
+        n_words = (n_cells + 31) // 32
+        if n_cells < 32 * n_words:
+            pad = torch.zeros(free.shape[0], 32 * n_words - n_cells, dtype=torch.bool, device=dev)
+            free = torch.cat([free, pad], 1)
+        masks = (free.view(-1, n_words, 32).to(torch.int64) * weights).sum(2)  # (N, words)
+        mask = masks[:, :1]
+        if n_words > 1:
+            mask = torch.where(flat >= 32, masks[:, 1:], mask)
         ok = ((mask >> (flat & 31)) & 1) != 0
     else:
         ok = cells.gather(1, flat) == EMPTY
