@@ -202,21 +202,42 @@ def first_fit(
         avoid: (N,) flat index the object may not take (the agent's cell), or None.
 
     Returns:
-        ``(index, found)``: (N,) int32 flat index of the first acceptable candidate (the
-        last candidate if none is), (N,) bool whether one is.
+        ``(index, found)``: (N,) int32 flat index of the first acceptable candidate (0 if
+        none is), (N,) bool whether one is.
+
+    Grids of up to 64 cells first pack their free cells into two 32-bit words per env, so
+    that testing a candidate is a shift instead of a gather from the grid (on larger grids
+    building the words costs more than it saves).
+    The first acceptable candidate is found by one max over ``rank << 16 | index``.
     """
     (xl, xh), (yl, yh) = x_range, y_range
+    dev = cells.device
+    n_cells = cells.shape[1]
     words = rng.bits(tries)
     xs = _col(xl) + (((words >> 16) * _col(xh - xl)) >> 16)
     ys = _col(yl) + (((words & 0xFFFF) * _col(yh - yl)) >> 16)
-    flat = (ys * width + xs).to(I32)  # (N, K)
-    ok = cells.gather(1, flat.long()) == EMPTY
-    if avoid is not None:
-        ok = ok & (flat != avoid[:, None])
-    rank = torch.arange(tries, 0, -1, dtype=I32, device=cells.device)  # first try ranks K
-    best = torch.where(ok, rank, 0).amax(1)  # (N,), 0 if none
-    k = (tries - best).clamp(max=tries - 1)
-    return flat.gather(1, k.long()[:, None])[:, 0], best > 0
+    flat = ys * width + xs  # (N, K) int64
+    if n_cells <= 64:
+        free = cells == EMPTY
+        if avoid is not None:
+            free = free & (torch.arange(n_cells, device=dev) != avoid[:, None])
+        weights = torch.tensor([1 << b for b in range(32)], dtype=torch.int64, device=dev)
+        n_words = (n_cells + 31) // 32
+        if n_cells < 32 * n_words:
+            pad = torch.zeros(free.shape[0], 32 * n_words - n_cells, dtype=torch.bool, device=dev)
+            free = torch.cat([free, pad], 1)
+        masks = (free.view(-1, n_words, 32).to(torch.int64) * weights).sum(2)  # (N, words)
+        mask = masks[:, :1]
+        if n_words > 1:
+            mask = torch.where(flat >= 32, masks[:, 1:], mask)
+        ok = ((mask >> (flat & 31)) & 1) != 0
+    else:
+        ok = cells.gather(1, flat) == EMPTY
+        if avoid is not None:
+            ok = ok & (flat != avoid[:, None])
+    rank = torch.arange(tries, 0, -1, dtype=torch.int64, device=dev)  # the first ranks K
+    best = torch.where(ok, (rank << 16) | flat, 0).amax(1)  # (N,), 0 if none
+    return (best & 0xFFFF).to(I32), best > 0
 
 
 def place(
