@@ -281,8 +281,8 @@ def speed_table(report: dict[str, Any]) -> str:
         f"{'n/a' if before is None else f'{before:.1f}'} before and "
         f"{'n/a' if after is None else f'{after:.1f}'} after (a shared machine: read every "
         "figure as +-25 %). env-steps/s, medians; the reference is gymnasium's "
-        "`SyncVectorEnv` of the gymnasium or minatar env at its best N (<= 256). Full "
-        "report: [BENCHMARKS.md](BENCHMARKS.md).",
+        "`SyncVectorEnv` of the gymnasium, minatar or minigrid env at its best N (<= 256). "
+        "Contended runs are in the full report: [BENCHMARKS.md](BENCHMARKS.md).",
         "",
         "| env | N | gpuvec `env.step` | gpuvec `RolloutCollector` | gymnax step | gymnax scan "
         "| reference | `env.step` / reference |",
