@@ -116,6 +116,9 @@ class Backend:
         self._eager_seconds = 0.0
         self._pending: BackgroundBuild | None = None
         self._compile_next = False  # compile at the next call (the job did not pickle)
+        # the process's thread count: inductor's code generation reads it, and a compile
+        # from inside a thread-limited call (ThreadControl) would build other code
+        self._compile_threads = torch.get_num_threads()
 
     def __call__(self, *args: Any) -> Any:
         """Call the function; a compiled backend compiles (or switches) on its first calls."""
@@ -163,7 +166,7 @@ class Backend:
             tuple(args),
             self._state_first,
             self.options,
-            torch.get_num_threads(),
+            self._compile_threads,
         )
         try:
             self._pending = BackgroundBuild(job)
@@ -262,6 +265,16 @@ class Backend:
         request = Request(
             self.eager_fn, self._raw, self._bound, self._tag, args, self._state_first, self.options
         )
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self._compile_threads)
+        try:
+            return self._try_strategies(request)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _try_strategies(
+        self, request: Request
+    ) -> tuple[Callable[..., Any], Strategy, CompileReport, Any]:
         start = time.perf_counter()
         fallbacks: list[Fallback] = []
         skipped: list[Fallback] = []
