@@ -22,6 +22,7 @@ import itertools
 import statistics
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -332,6 +333,8 @@ class RolloutCollector:
             self._scan_build = BackgroundBuild(job)
         except TypeError:
             self._keep_env_step("the policy does not pickle")
+            return
+        weakref.finalize(self, self._scan_build.cancel)  # a dropped collector stops its child
 
     def _collect_trial(self, state: ShellState, obs: torch.Tensor) -> Rollout:
         """``scan="auto"``: time the scan and the env-step loop in turn, then keep one."""
