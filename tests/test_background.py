@@ -12,6 +12,7 @@ import warnings
 import gymnasium as gym
 import pytest
 import torch
+from torch._dynamo.utils import counters
 from torch.utils import _pytree as pytree
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
@@ -70,7 +71,12 @@ def test_switch_keeps_the_state_exactly_and_loses_no_step(monkeypatch):
         for u, v in zip(x[:4], y[:4], strict=True):
             assert torch.equal(u, v)
     assert bg.unwrapped.backend == "eager"
+    counters.clear()
     assert bg.unwrapped.wait_compiled(timeout=600)
+    # the build loaded what the child compiled (this file imports gymnasium before torch,
+    # which once gave the caller's cache key another memory format than its child's)
+    cache = counters["inductor"]
+    assert (cache["fxgraph_cache_hit"], cache["fxgraph_cache_miss"]) == (1, 0)
     # the state at the switch, continued by a compiled env from a checkpoint
     sd = bg.unwrapped.state_dict()
     for u, v in zip(_leaves(bg), _leaves(eager), strict=True):
@@ -221,6 +227,33 @@ def test_interpreter_exit_leaves_no_child(tmp_path):
     assert not _alive(pid)
 
 
+def test_a_script_importing_gymnasium_first_loads_its_childs_compile(tmp_path):
+    """The caller's build hits the cache its child filled (on a cold cache), whatever the
+    script imported first (gymnasium before torch once put ``__mp_main__`` in the key)."""
+    script = textwrap.dedent(
+        """
+        import gymnasium as gym
+        import torch
+        import gpuvec_envs
+        from torch._dynamo.utils import counters
+        from gpuvec_envs.compiler import backend
+        backend.START_AFTER_S = 0.0
+        env = gym.make_vec("gpuvec/CartPole-v1", num_envs=8, max_episode_steps=19)
+        env.reset(seed=0)
+        env.step(torch.zeros(8, dtype=torch.int64))
+        assert env.unwrapped.wait_compiled(timeout=600)
+        c = counters["inductor"]
+        print(env.unwrapped.backend, c["fxgraph_cache_hit"], c["fxgraph_cache_miss"])
+        """
+    )
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=env
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["compile", "1", "0"]
+
+
 def test_deepcopy_of_an_env_with_a_pending_compile(monkeypatch):
     import copy
 
@@ -235,6 +268,31 @@ def test_deepcopy_of_an_env_with_a_pending_compile(monkeypatch):
         assert torch.equal(u, v)
     env.close()
     twin.close()
+
+
+def test_cache_keys_do_not_depend_on_the_import_order():
+    """A memory format pickles by name, not via whichever module reaches it first."""
+    import pickle
+
+    from torch._inductor.codecache import FxGraphCachePickler
+
+    from gpuvec_envs.compiler.flat import stable_cache_keys
+
+    gm = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
+    fmt = torch.contiguous_format
+    plain = FxGraphCachePickler(gm, False).dumps(fmt)
+    with stable_cache_keys():
+        data = FxGraphCachePickler(gm, False).dumps(fmt)
+        fake = type(sys)("__aaa_first__")
+        fake.torch = torch  # a module that reaches torch.contiguous_format
+        sys.modules["__aaa_first__"] = fake
+        try:
+            assert FxGraphCachePickler(gm, False).dumps(fmt) == data
+        finally:
+            del sys.modules["__aaa_first__"]
+    assert b"gpuvec_envs.compiler.flat" in data and b"main__" not in data
+    assert pickle.loads(data) is fmt
+    assert FxGraphCachePickler(gm, False).dumps(fmt) == plain  # restored
 
 
 def test_background_module_pickles_the_env_step_job():

@@ -117,8 +117,8 @@ class BackgroundBuild:
         try:
             with _SLOTS:
                 self.ok, self.note = self._warm(self._payload)
-            # the caller's build imports these next; importing is safe on any thread
-            import torch._inductor.compile_fx  # noqa: F401
+            if self.ok:
+                _prepare_build()
         except BaseException as exc:  # noqa: BLE001 - reported to the caller's thread
             self.ok, self.note = False, f"{type(exc).__name__}: {exc}"
         finally:
@@ -158,6 +158,19 @@ class BackgroundBuild:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)  # the child removes it once read
+
+
+def _prepare_build() -> None:
+    """Do here, off the caller's thread, what the caller's build would do first.
+
+    The imports, and inductor's check of which vector ISAs the compiler and CPU support
+    (a g++ build and a child Python per ISA, about 1.4 s, cached per process). Neither
+    patches any state, so both are safe on this thread.
+    """
+    import torch._inductor.compile_fx  # noqa: F401
+    from torch._inductor import cpu_vec_isa
+
+    cpu_vec_isa.valid_vec_isa_list()
 
 
 def _payload(job: Callable[[], Any]) -> bytes | None:

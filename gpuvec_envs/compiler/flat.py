@@ -17,8 +17,9 @@ time.
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -90,7 +91,7 @@ def compile_flat(
         return tuple(eval(p, {"out": out}) for p in leaf_paths(out, "out"))  # noqa: S307
 
     log = ScheduleLog()
-    with COMPILE_LOCK:
+    with COMPILE_LOCK, stable_cache_keys():
         compiled, inner, inputs = _compile(flat_fn, leaves, inductor_options, compiler, log)
     call_flat, passes = direct_call(
         compiled,
@@ -156,6 +157,38 @@ def _compile(
         with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
     return compiled, inner, inputs
+
+
+def _memory_format(name: str) -> torch.memory_format:
+    """``torch.<name>``: how :func:`stable_cache_keys` pickles a memory format."""
+    return getattr(torch, name)
+
+
+def _reduce_memory_format(fmt: torch.memory_format) -> tuple[Any, tuple[str]]:
+    return _memory_format, (str(fmt).rsplit(".", 1)[-1],)
+
+
+@contextlib.contextmanager
+def stable_cache_keys() -> Iterator[None]:
+    """Make inductor's FX graph cache key independent of the process's import order.
+
+    A ``torch.memory_format`` pickles by reference to the first module in ``sys.modules``
+    that reaches it as ``torch.<name>``; in a script that imports gymnasium before torch
+    that is ``__mp_main__``, in the background compile's child ``torch._utils``, so the
+    caller missed the cache its child had just filled and compiled again. While this is
+    active, memory formats pickle by name.
+    """
+    table = copyreg.dispatch_table
+    had = torch.memory_format in table
+    old = table.get(torch.memory_format)
+    table[torch.memory_format] = _reduce_memory_format
+    try:
+        yield
+    finally:
+        if had:
+            table[torch.memory_format] = old
+        else:
+            del table[torch.memory_format]
 
 
 def _schedule_result(
