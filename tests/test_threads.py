@@ -127,6 +127,71 @@ def test_a_failed_probe_of_more_threads_waits_the_longest_interval(two_threads):
     assert control.threads == 1
 
 
+def test_two_stalled_calls_are_enough_to_try_fewer_threads(two_threads):
+    machine = FakeMachine({2: 1e-3, 1: 1.6e-3})
+    control = ThreadControl("auto", clock=machine.clock, idle_cores=lambda: 0.0)
+    for _ in range(50):
+        control(machine.call)
+    machine.cost[2] = 60e-3  # a core is taken
+    start = len(machine.runs)
+    for _ in range(20):
+        control(machine.call)
+    assert control.threads == 1
+    assert machine.runs[start:].count(2) == 2  # not a whole window of stalls
+    # one hiccup alone changes nothing
+    machine2 = FakeMachine({2: 1e-3, 1: 1.6e-3})
+    control2 = ThreadControl("auto", clock=machine2.clock, idle_cores=lambda: 0.0)
+    for i in range(400):
+        machine2.cost[2] = 30e-3 if i % 50 == 25 else 1e-3
+        control2(machine2.call)
+    assert control2.threads == 2 and control2.switches == 0
+
+
+def test_a_lucky_probe_of_more_threads_is_dropped_at_its_second_stall(two_threads):
+    """Under a competitor, a probe of 2 threads can run while the competitor sleeps; the
+    count it wins is dropped at the second stall, and the next try waits PROBE_MAX_S."""
+
+    class Lucky(FakeMachine):
+        def call(self) -> int:
+            k = torch.get_num_threads()
+            twos = len(self.runs) - max(i for i, r in enumerate([1, *self.runs]) if r == 1)
+            self.cost[2] = 0.1e-3 if k == 2 and twos < 4 else 60e-3  # 4 fast calls, then stalls
+            return super().call()
+
+    machine = Lucky({2: 60e-3, 1: 0.2e-3})
+    machine.idle = 1.0  # /proc/stat says a core was free
+    control = ThreadControl("auto", clock=machine.clock, idle_cores=lambda: machine.idle)
+    for _ in range(40):
+        control(machine.call)
+    assert control.threads == 1
+    start, t0 = len(machine.runs), machine.now
+    while machine.now - t0 < 4 * ThreadControl.PROBE_MAX_S:
+        control(machine.call)
+    runs = machine.runs[start:]
+    tries = sum(1 for a, b in zip(runs, runs[1:], strict=False) if (a, b) == (1, 2))
+    assert 3 <= tries <= 5
+    assert runs.count(2) <= tries * 6  # 4 lucky probe calls + 2 stalls per try
+    assert control.threads == 1
+
+
+def test_action_checks_run_with_the_steps_thread_count(two_threads, monkeypatch):
+    """The eager work around the compiled call (action checks) uses the step's count: with
+    the process's 2 threads, its parallel ops stalled on a busy core (CartPole N=65536,
+    validate=True, one busy competitor: 17 M env-steps/s instead of 94 M)."""
+    env = gym.make_vec("gpuvec/CartPole-v1", num_envs=8, backend="eager", num_threads=1)
+    env.reset(seed=0)
+    seen = []
+    check = env.unwrapped._check_action_values
+    monkeypatch.setattr(
+        env.unwrapped,
+        "_check_action_values",
+        lambda t: (seen.append(torch.get_num_threads()), check(t)),
+    )
+    env.step(torch.zeros(8, dtype=torch.int64))
+    env.unwrapped.prepare_action(torch.zeros(8, dtype=torch.int64))  # adapters call it alone
+    assert seen == [1, 1] and torch.get_num_threads() == 2
+
+
 def test_auto_never_exceeds_the_process_thread_count(two_threads):
     control = ThreadControl("auto")
     control(torch.get_num_threads)

@@ -10,11 +10,13 @@ restored afterwards, so that other torch work of the process keeps its own setti
 
 * ``num_threads=k``: every call runs with ``k`` threads.
 * ``num_threads="auto"``: calls start with all of ``torch.get_num_threads()`` threads and
-  are timed; when recent calls run far slower than their calm time, a few calls with half
-  the threads are tried, and kept if they are faster. More threads are re-tried at
-  growing intervals (:attr:`ThreadControl.PROBE_MAX_S` at most), where the machine has had
-  idle cores since the last try (``/proc/stat``, where it exists), so the full team comes
-  back when the cores are free again without paying for stalled calls while they are not.
+  are timed; when recent calls run far slower than their calm time, or two of them stall
+  (:attr:`ThreadControl.STALL` times the fastest), a few calls with half the threads are
+  tried, and kept if they are faster. More threads are re-tried at growing intervals
+  (:attr:`ThreadControl.PROBE_MAX_S` at most), where the machine has had idle cores since
+  the last try (``/proc/stat``, where it exists), so the full team comes back when the
+  cores are free again; a count taken on such a try is dropped at its second stall within
+  :attr:`ThreadControl.PROBE_MAX_S`, so a lucky try costs two stalled calls, not a window.
 
 The thread count changes how a batch is divided, never what each element computes: the
 env steps' results are bitwise the same whatever the count.
@@ -22,10 +24,11 @@ env steps' results are bitwise the same whatever the count.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -87,6 +90,9 @@ class ThreadControl:
     PROBE_MAX_S = 3.0
     #: Calls not timed at the start (the first compiles).
     WARMUP = 1
+    #: One call this much slower than the fastest with its count is a stall (a thread of
+    #: the team waited for a busy core): fewer threads are tried at once.
+    STALL = 4.0
 
     def __init__(
         self,
@@ -108,6 +114,8 @@ class ThreadControl:
         self._interval = self.PROBE_MIN_S
         self._next_probe = 0.0
         self._direction = -1  # the next periodic probe: -1 fewer threads, +1 more
+        self._fastest: dict[int, float] = {}  # thread count -> fastest call, seconds
+        self._raised: tuple[int, float] | None = None  # (previous count, when) after a raise
         self._clock = clock
         self._idle_cores = idle_cores if idle_cores is not None else _IdleCores().since_last
 
@@ -138,6 +146,25 @@ class ThreadControl:
         self._observe(dt, t0, before)
         return out
 
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """Run the block (untimed) with the thread count calls now get.
+
+        For the eager work around the calls (action checks, flags): its parallel torch ops
+        would stall on a busy core as the compiled kernels do.
+        """
+        before = torch.get_num_threads()
+        k = self._probe if self._probe is not None else self.threads
+        k = before if k is None else min(k, before)
+        if k == before:
+            yield
+            return
+        torch.set_num_threads(k)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
     # -- the "auto" policy -------------------------------------------------------------
     def _observe(self, dt: float, now: float, limit: int) -> None:
         """Account one call of ``dt`` seconds; maybe start, end or judge a probe."""
@@ -149,12 +176,18 @@ class ThreadControl:
             if dt > self.SLOW * self._current_median or len(self._probe_times) >= self.PROBE_CALLS:
                 self._end_probe(now)
             return
+        k = self.threads
+        fastest = self._fastest.get(k, dt)
+        self._fastest[k] = min(fastest, dt)
         self._window.append(dt)
+        if sum(t > self.STALL * self._fastest[k] for t in self._window) >= 2 and self._stalled(
+            k, now, limit
+        ):
+            return
         if len(self._window) < self.WINDOW:
             return
         median = statistics.median(self._window)
         self._window.clear()
-        k = self.threads
         self._current_median = median
         calm = self._calm.get(k, median)
         self._calm[k] = min(calm, median)
@@ -170,6 +203,29 @@ class ThreadControl:
                 self._start_probe(options[0])
             else:
                 self._next_probe = now + self._interval
+
+    def _stalled(self, k: int, now: float, limit: int) -> bool:
+        """React to two stalled calls with ``k`` threads in the window; return whether it did.
+
+        One stall alone may be a hiccup of the machine.
+        """
+        fewer, _ = self._neighbours(k, limit)
+        if fewer is None:
+            return False
+        mean = statistics.mean(self._window)  # what the stalls cost per call
+        self._window.clear()
+        raised = self._raised
+        if raised is not None and raised[0] < k and now - raised[1] < self.PROBE_MAX_S:
+            # the count a probe of more threads just won stalls: back at once, and the next
+            # try of more threads waits the longest interval
+            self.threads, self._raised = raised[0], None
+            self.switches += 1
+            self._interval = self.PROBE_MAX_S
+            self._next_probe = now + self._interval
+        else:
+            self._current_median = mean
+            self._start_probe(fewer)
+        return True
 
     @staticmethod
     def _neighbours(k: int, limit: int) -> tuple[int | None, int | None]:
@@ -187,6 +243,7 @@ class ThreadControl:
         self._probe, self._probe_times = None, []
         full = len(times) >= self.PROBE_CALLS
         if full and statistics.median(times) <= self.GAIN * self._current_median:
+            self._raised = (self.threads, now) if probe > (self.threads or 0) else None
             self.threads = probe
             self.switches += 1
             self._interval = self.PROBE_MIN_S

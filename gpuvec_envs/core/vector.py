@@ -498,10 +498,21 @@ class GpuVecEnv(gym.vector.VectorEnv):
             holds ``final_obs`` (N, *obs_shape; the pre-reset obs) with mask ``_final_obs``,
             and ``final_info`` ({}) with mask ``_final_info``.
         """
+        # the checks and flags run with the step's thread count too: their parallel ops
+        # would otherwise wait for a thread on a busy core
+        out = self._threads(self._step_all, actions)
+        if self._window is not None:
+            self.render()
+        return out
+
+    def _step_all(
+        self, actions: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """:meth:`step` but the rendering."""
         action = self.prepare_action(actions)
         if self._state is None:
             raise RuntimeError("call reset() before step()")
-        out = self._threads(self._step, self._state, action)
+        out = self._step(self._state, action)
         self._state = out.state
         if self.validate and (out.probe is None or out.probe.item() != 0):  # NaN: not finite
             self._check_outputs("step", out.obs, out.reward, out.final_obs)
@@ -516,8 +527,6 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 "final_info": {},
                 "_final_info": done,
             }
-        if self._window is not None:
-            self.render()
         return out.obs, out.reward, terminated, truncated, info
 
     # -- checkpoints and numerical faults -------------------------------------------------
@@ -665,7 +674,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
         else:
             t = self._action_tensor(actions)
         if self.validate:
-            self._check_action_values(t)
+            with self._threads.scope():
+                self._check_action_values(t)
         return t
 
     def _action_tensor(self, actions: Any) -> torch.Tensor:
