@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import logging
 import statistics
 import time
 import warnings
@@ -33,6 +34,8 @@ from gpuvec_envs.compiler import threads
 from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.strategies import fresh_function
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
+
+_log = logging.getLogger(__name__)
 
 #: Inductor options of the scan rollout. The C++ wrapper runs scan's loop in C++ (a Python
 #: wrapper would re-enter Python for every step); marking ``scan`` cacheable lets the FX
@@ -236,6 +239,9 @@ class RolloutCollector:
                 self.kind = "env_step"
                 return self._collect_env_step()
         if self.use_scan == "auto" and self._scan_fn is not None:
+            if self._background and self._env_step_pending():
+                self.kind = "scan"  # the trial waits for the env's compiled step
+                return self._collect_scan(state, obs)
             return self._collect_trial(state, obs)
         if self.use_scan == "env_step":
             return self._collect_env_step()
@@ -282,15 +288,12 @@ class RolloutCollector:
     def _scan_ready(self, state: ShellState, obs: torch.Tensor) -> bool:
         """Whether the scan is built (``backend="auto"``, ``scan="auto"``).
 
-        Once the env's own step runs compiled, a child process compiles the scan
-        (:class:`_ScanJob`: its compile is the longest), which warms inductor's cache;
-        when it is done the scan is built here from the cache. A failure keeps the
-        env-step loop.
+        A child process compiles the scan (:class:`_ScanJob`) first, before the env's own
+        step (what runs, and what is fastest at small N, comes first), which warms
+        inductor's cache; when it is done the scan is built here from the cache. A failure
+        keeps the env-step loop.
         """
         if self._scan_build is None:
-            step = self.env._step
-            if step.mode != "eager" and step.report is None:  # the env's compile comes first
-                return False
             self._start_scan_build()
             if self._scan_build is None:  # the policy does not pickle
                 return False
@@ -300,12 +303,31 @@ class RolloutCollector:
         reason = build.note
         if build.ok:
             try:
+                t0 = time.perf_counter()
                 self._scan_fn = self._build_scan_fn(state, obs)
+                _log.info(
+                    "rollout scan ready (%s; build from the warm cache %.1f s)",
+                    build.note,
+                    time.perf_counter() - t0,
+                )
                 return True
             except Exception as exc:  # noqa: BLE001 - the env-step loop goes on
                 reason = f"{type(exc).__name__}: {exc}"
         self._keep_env_step(reason)
         return False
+
+    def _env_step_pending(self) -> bool:
+        """Whether the env's own step still waits for its background compile.
+
+        Starts that compile if it had not started: the trial would otherwise time the scan
+        against eager steps for good.
+        """
+        env = self.env
+        step = env._step
+        if step.mode not in ("auto", "background") or step.report is not None:
+            return False
+        step.start_background((env.state, env._example_action()))
+        return not step.wait(0)
 
     def _keep_env_step(self, reason: str) -> None:
         warnings.warn(

@@ -342,3 +342,31 @@ def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeyp
     assert env.unwrapped.backend == "compile" and collector._scan_fn is not None
     assert collector.kind in ("scan", "env_step") and collector.use_scan == collector.kind
     env.close()
+
+
+def test_auto_collector_uses_the_scan_while_the_env_step_compiles(monkeypatch):
+    """The scan compiles first; until the env's own step runs compiled, the collector uses
+    the scan without timing it against eager env steps (that trial would always pick it)."""
+    from test_rollout import N, Policy, T
+
+    from gpuvec_envs.rollout import RolloutCollector
+
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    env = gym.make_vec(ENV_ID, num_envs=N, dtype=torch.float64, max_episode_steps=12)
+    env.reset(seed=3)
+    collector = RolloutCollector(env, Policy(), T)
+    collector.collect()
+    assert collector.kind == "env_step" and collector._scan_build is not None
+    assert collector._scan_build.wait(900) and collector._scan_build.ok
+    step = env.unwrapped._step
+    monkeypatch.setattr(step, "wait", lambda timeout=None: False)  # still compiling
+    for _ in range(2 * (RolloutCollector.TRIALS + 1)):
+        collector.collect()
+    assert collector.kind == "scan" and collector.use_scan == "auto"
+    assert collector._trial_times == {"scan": [], "env_step": []}
+    monkeypatch.undo()
+    assert collector.wait_compiled(timeout=900)
+    for _ in range(2 * (RolloutCollector.TRIALS + 1)):
+        collector.collect()
+    assert env.unwrapped.backend == "compile" and collector.use_scan in ("scan", "env_step")
+    env.close()
