@@ -159,10 +159,13 @@ def open_gpuvec(
     device: str = "cpu",
     frame_skip: int = 1,
     num_threads: int | str = "auto",
+    validate: bool = False,
 ) -> Opened:
-    """``gymnasium.make_vec(env_id)`` on the gpuvec engine (no validation), set up to time.
+    """``gymnasium.make_vec(env_id)`` on the gpuvec engine, set up to time.
 
-    The impl is ``gpuvec-<backend>``, with ``-<k>t`` for a fixed ``num_threads=k``.
+    Without input checks unless ``validate`` (the env's default). The impl is
+    ``gpuvec-<backend>``, with ``-<k>t`` for a fixed ``num_threads=k`` and ``-validate``
+    with the checks.
     """
     dev = torch.device(device)
     t0 = time.perf_counter()
@@ -171,7 +174,7 @@ def open_gpuvec(
         num_envs=num_envs,
         device=dev,
         backend=backend,
-        validate=False,
+        validate=validate,
         frame_skip=frame_skip,
         num_threads=num_threads,
     )
@@ -186,6 +189,7 @@ def open_gpuvec(
     t2 = time.perf_counter()
     kind = getattr(env.unwrapped._step, "kind", backend)
     impl = f"gpuvec-{backend}" + ("" if num_threads == "auto" else f"-{num_threads}t")
+    impl += "-validate" if validate else ""
     result = Result(env_id, impl, num_envs, 0.0, 0.0, t2 - t0, [], frame_skip, kind)
     result.first_step_s, result.num_threads = t2 - t1, str(num_threads)
     return Opened(result, lambda i: env.step(actions[i % _POOL]), env.close, sync)
@@ -305,6 +309,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
                 for fs in args.frame_skip:
                     for nt in args.num_threads:
                         kw = dict(env_id=env_id, num_envs=n, backend=b, frame_skip=fs)
+                        if getattr(args, "validate", False):
+                            kw["validate"] = True
                         jobs.append(("gpuvec", {**kw, "num_threads": nt}))
         for peer in args.peers:
             cap = args.async_max_envs if peer == "async" else args.peer_max_envs
@@ -573,6 +579,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=lambda s: [x if x == "auto" else int(x) for x in s.split(",") if x],
         default=["auto"],
         help="gpuvec num_threads values, comma-separated ('auto' or counts)",
+    )
+    p.add_argument(
+        "--validate",
+        action="store_true",
+        help="time gpuvec envs with their input checks on (the env's default)",
     )
     p.add_argument(
         "--competitor",

@@ -96,6 +96,19 @@ def test_peer_caps_in_plan():
     assert sizes == {"sync": [1, 64], "async": [1, 2], "numpy": [1, 64, 4096], "envpool": [1, 64]}
 
 
+def test_validate_flag_times_the_checked_env():
+    args = bench.build_parser().parse_args(["--envs", "CartPole-v1", "--num-envs", "8"])
+    assert all("validate" not in kw for k, kw in bench.plan(args) if k == "gpuvec")
+    args = bench.build_parser().parse_args(
+        ["--envs", "CartPole-v1", "--num-envs", "8", "--validate", "--backends", "eager"]
+    )
+    jobs = [kw for k, kw in bench.plan(args) if k == "gpuvec"]
+    assert jobs and all(kw["validate"] is True for kw in jobs)
+    opened = bench.open_gpuvec(**jobs[0])
+    opened.close()
+    assert opened.result.impl == "gpuvec-eager-validate"
+
+
 def test_autotune_picks_the_fastest_within_budget():
     per_env = bytes_per_env("CartPole-v1")
     best = autotune(
