@@ -165,8 +165,9 @@ class ParityDriver:
     Args:
         env_id: Our registered ID (``gpuvec/MiniGrid-...``); the reference is its entry's.
         n: Number of envs.
-        obs_mode: ``"image"`` or ``"full"`` (the reference side applies
-            ``FullyObsWrapper``'s observation).
+        obs_mode: ``"image"``, ``"full"`` (the reference side applies
+            ``FullyObsWrapper``'s observation) or ``"dict"`` (the reference's whole dict,
+            its mission string mapped to its index in our ``missions``).
         autoreset_mode: ``"NextStep"`` (references reset when ours does), ``"SameStep"``
             (``final_obs`` is the reference's last obs, then it resets) or ``"Disabled"``
             (references keep stepping finished episodes).
@@ -197,10 +198,12 @@ class ParityDriver:
             max_episode_steps=limit,
             **kwargs,
         )
+        self.vec = self.env.unwrapped  # the GpuVecEnv (make_vec may wrap it)
         self.env.reset(seed=0)
-        tries = getattr(self.env.env_def, "placement_tries", lambda p: 0)(self.env.params)
-        self.reset_words = count_draws(self.env, "reset")
-        self.step_words = count_draws(self.env, "step")
+        tries = getattr(self.vec.env_def, "placement_tries", lambda p: 0)(self.vec.params)
+        self.reset_words = count_draws(self.vec, "reset")
+        self.step_words = count_draws(self.vec, "step")
+        self.missions = self.vec.env_def.missions(self.vec.params)
         pairs = [make_reference(e.reference, tries, **kwargs) for _ in range(n)]
         self.refs = [p[0] for p in pairs]
         self.rnds = [p[1] for p in pairs]
@@ -215,22 +218,26 @@ class ParityDriver:
         self.resets = 0
         self.carried = self.open_doors = 0  # env-steps carrying something / with a door open
 
-    def _ref_obs(self, ref: Any, obs: dict[str, Any]) -> np.ndarray:
+    def _ref_obs(self, ref: Any, obs: dict[str, Any]) -> Any:
+        if self.obs_mode == "dict":
+            assert set(obs) == {"image", "direction", "mission"}
+            mission = self.missions.index(obs["mission"])  # ValueError: a mission we lack
+            return {"image": obs["image"], "direction": obs["direction"], "mission": mission}
         if self.obs_mode == "full":
             from minigrid.wrappers import FullyObsWrapper
 
             return FullyObsWrapper.observation(type("W", (), {"unwrapped": ref})(), obs)["image"]
         return obs["image"]
 
-    def _compare(self, i: int, obs: np.ndarray, ref_obs: np.ndarray, what: str) -> None:
-        st = self.env.state.env
+    def _compare(self, i: int, obs: Any, ref_obs: Any, what: str) -> None:
+        st = self.vec.state.env
         ours = our_state(getattr(st, "grid", st), i, self.width, self.height)
         theirs = reference_state(self.refs[i])
         for k in ours:
             np.testing.assert_array_equal(ours[k], theirs[k], err_msg=f"{what}, env {i}: {k}")
         self.carried += ours["carrying"] != (0, 0, 0)
         self.open_doors += bool(((ours["grid"][..., 0] == 4) & (ours["grid"][..., 2] == 0)).any())
-        np.testing.assert_array_equal(obs, ref_obs, err_msg=f"{what}, env {i}: observation")
+        assert_obs_equal(_row(obs, i), ref_obs, f"{what}, env {i}: observation")
 
     def _reset_ref(self, i: int, words: np.ndarray) -> np.ndarray:
         ref, rnd = self.refs[i], self.rnds[i]
@@ -243,20 +250,19 @@ class ParityDriver:
     def reset(self, seed: int) -> None:
         """Reset ours with ``seed`` and each reference from the same draws; compare."""
         obs, _ = self.env.reset(seed=seed)
-        st = self.env.state
+        st = self.vec.state
         words = _words(st.key0, st.key1, st.counter - 1, RESET, self.reset_words)
-        obs = obs.numpy()
         for i in range(self.n):
-            self._compare(i, obs[i], self._reset_ref(i, words[i]), "reset")
+            self._compare(i, obs, self._reset_ref(i, words[i]), "reset")
 
     def step(self, actions: np.ndarray) -> None:
         """One lockstep step with ``actions`` (N,) int; asserts exact equality."""
-        st = self.env.state
+        st = self.vec.state
         pending = st.needs_reset.bool().numpy()
         sw = _words(st.key0, st.key1, st.counter, STEP, self.step_words)
         rw = _words(st.key0, st.key1, st.counter, RESET, self.reset_words)
         obs, reward, term, trunc, info = self.env.step(torch.as_tensor(actions, dtype=torch.int64))
-        obs, reward, term, trunc = obs.numpy(), reward.numpy(), term.numpy(), trunc.numpy()
+        reward, term, trunc = reward.numpy(), term.numpy(), trunc.numpy()
         same_step = "final_obs" in info
         self.steps += 1
         where = f"step {self.steps}"
@@ -271,10 +277,10 @@ class ParityDriver:
                 ref_obs = self._ref_obs(self.refs[i], o)
                 if same_step and (t or tr):  # SAME_STEP: the final obs, then a reset
                     assert bool(info["_final_obs"][i])
-                    final = info["final_obs"][i].numpy()
-                    np.testing.assert_array_equal(final, ref_obs, err_msg=f"{where}: final_obs")
+                    final = _row(info["final_obs"], i)
+                    assert_obs_equal(final, ref_obs, f"{where}, env {i}: final_obs")
                     ref_obs = self._reset_ref(i, rw[i])
-            self._compare(i, obs[i], ref_obs, where)
+            self._compare(i, obs, ref_obs, where)
             assert reward[i] == np.float32(r), f"{where}, env {i}: reward {reward[i]} != {r}"
             assert term[i] == t and trunc[i] == tr, f"{where}, env {i}: flags"
             self.terminations += bool(t)
@@ -286,6 +292,23 @@ class ParityDriver:
         n_actions = int(self.env.single_action_space.n)
         for _ in range(steps):
             self.step(rng.choice(n_actions, size=self.n, p=probs))
+
+
+def _row(obs: Any, i: int) -> Any:
+    """Env ``i`` of a batch (a tensor or a dict of tensors) as numpy."""
+    if isinstance(obs, dict):
+        return {k: v[i].numpy() for k, v in obs.items()}
+    return obs[i].numpy()
+
+
+def assert_obs_equal(ours: Any, theirs: Any, what: str) -> None:
+    """Observations (arrays, or dicts of arrays and ints) exactly equal."""
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict) and set(ours) == set(theirs), f"{what}: keys"
+        for k in theirs:
+            np.testing.assert_array_equal(ours[k], theirs[k], err_msg=f"{what}: {k}")
+    else:
+        np.testing.assert_array_equal(ours, theirs, err_msg=what)
 
 
 def _words(key0, key1, counter, domain: int, count: int) -> np.ndarray:

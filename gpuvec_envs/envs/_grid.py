@@ -20,11 +20,12 @@ registered family here puts anything in a box): toggling a box empties its cell.
 ``(V // 2, V - 1)`` looking up), with ``process_vis`` occlusion unless
 ``see_through_walls`` and the carried object drawn in the agent's cell; ``"full"`` is
 ``FullyObsWrapper``'s ``obs["image"]``, (W, H, 3) uint8 indexed ``[x, y, channel]`` with
-the agent as ``(agent, red, direction)``. The shell's observation is one tensor per step
-(``final_obs``, validation and the adapters rely on it), so minigrid's dict is not
-returned: ``"image"`` is what ``ImgObsWrapper`` gives (without the dict's ``direction``,
-which ``"full"`` carries), and the ``mission`` string is constant for every registered ID
-here (listed in docs/envs.md).
+the agent as ``(agent, red, direction)``; ``"dict"`` is minigrid's whole observation dict
+``{"image", "direction", "mission"}`` with the mission as an index into
+:meth:`MiniGridEnv.missions`. The shell's observation is one tensor per step
+(``final_obs``, validation and checkpoints rely on it), so ``"dict"`` packs each env's row
+as ``image.flatten() | direction | mission`` ((V * V * 3 + 2,) uint8) and
+:meth:`MiniGridEnv.observation_view` splits it; ``make_vec`` and ``make`` return the dict.
 
 **Random draws.** An ``integers(lo, hi)`` of the reference is one stream of the step's or
 reset's :class:`~gpuvec_envs.core.rng.Rng`, ``lo + (word * (hi - lo)) >> 32``
@@ -51,7 +52,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gpuvec_envs.core.env import EnvDef
+from gpuvec_envs.core.env import EnvDef, ObservationView
 from gpuvec_envs.core.rng import Rng
 
 #: minigrid's ``OBJECT_TO_IDX``.
@@ -76,6 +77,8 @@ STATE_TO_IDX = {"open": 0, "closed": 1, "locked": 2}
 COLORS = ((255, 0, 0), (0, 255, 0), (0, 0, 255), (112, 39, 195), (255, 255, 0), (100, 100, 100))
 
 I32 = torch.int32
+#: Observation modes (``MiniGridParams.obs_mode``).
+OBS_MODES = ("image", "full", "dict")
 #: The actions, as minigrid's ``Actions``.
 LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
 
@@ -139,7 +142,7 @@ class MiniGridParams:
     max_steps: int | None = None  # None: the family's default for ``size``
     agent_view_size: int = 7  # odd, >= 3
     see_through_walls: bool = False
-    obs_mode: str = "image"  # "image" (agent's view) or "full" (FullyObsWrapper)
+    obs_mode: str = "image"  # "image" (agent's view), "full" (FullyObsWrapper) or "dict"
 
 
 def base_layout(width: int, height: int) -> list[int]:
@@ -449,6 +452,17 @@ def agent_view(
     return torch.where(visible, codes, 0), visible, world
 
 
+def split_dict_obs(view: int, packed: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The observation dict of minigrid from packed (N, V * V * 3 + 2) uint8 rows.
+
+    Returns:
+        ``{"image": (N, V, V, 3) uint8, "direction": (N,) int64, "mission": (N,) int64}``.
+    """
+    k = view * view * 3
+    image = packed[:, :k].reshape(-1, view, view, 3).contiguous()
+    return {"image": image, "direction": packed[:, k].long(), "mission": packed[:, k + 1].long()}
+
+
 def full_view(width: int, height: int, s: GridState) -> torch.Tensor:
     """``FullyObsWrapper``'s image: (N, W, H, 3) uint8 indexed [x, y, channel]."""
     agent = (s.agent_y * width + s.agent_x)[:, None]
@@ -463,6 +477,8 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
     """Base of the MiniGrid families: a family sets ``params_type`` and :meth:`gen_grid`."""
 
     params_type: ClassVar[type] = MiniGridParams
+    #: minigrid's mission string (a family with several overrides :meth:`missions`).
+    mission: ClassVar[str] = ""
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "rgb_array"], "render_fps": 10}
 
     # -- family-specific -----------------------------------------------------------------
@@ -484,18 +500,47 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
 
     # -- EnvDef -------------------------------------------------------------------------
     def observation_space(self, params: Any, dtype: torch.dtype) -> gym.Space:
-        """Box(0, 255, (V, V, 3), uint8), or (W, H, 3) with ``obs_mode="full"``."""
+        """Box(0, 255, (V, V, 3), uint8), or (W, H, 3) or (V * V * 3 + 2,) by ``obs_mode``.
+
+        ``"full"``: (W, H, 3); ``"dict"``: the packed row (see :meth:`observation_view`).
+        """
+        if params.obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {params.obs_mode!r}")
         if params.obs_mode == "full":
             width, height = self.dims(params)
-            shape = (width, height, 3)
-        elif params.obs_mode == "image":
-            v = params.agent_view_size
-            if v % 2 != 1 or v < 3:
-                raise ValueError(f"agent_view_size must be odd and >= 3, got {v}")
-            shape = (v, v, 3)
-        else:
-            raise ValueError(f"obs_mode must be 'image' or 'full', got {params.obs_mode!r}")
+            return gym.spaces.Box(0, 255, shape=(width, height, 3), dtype=np.uint8)
+        v = params.agent_view_size
+        if v % 2 != 1 or v < 3:
+            raise ValueError(f"agent_view_size must be odd and >= 3, got {v}")
+        shape = (v, v, 3) if params.obs_mode == "image" else (v * v * 3 + 2,)
         return gym.spaces.Box(0, 255, shape=shape, dtype=np.uint8)
+
+    def observation_view(self, params: Any) -> ObservationView | None:
+        """With ``obs_mode="dict"``: minigrid's ``Dict`` observation, split from the row.
+
+        The space is ``Dict(image=Box(0, 255, (V, V, 3), uint8), direction=Discrete(4),
+        mission=Discrete(len(missions)))``; a batch splits into ``{"image": (N, V, V, 3)
+        uint8, "direction": (N,) int64, "mission": (N,) int64}``.
+        """
+        if params.obs_mode != "dict":
+            return None
+        v = params.agent_view_size
+        space = gym.spaces.Dict(
+            {
+                "image": gym.spaces.Box(0, 255, shape=(v, v, 3), dtype=np.uint8),
+                "direction": gym.spaces.Discrete(4),
+                "mission": gym.spaces.Discrete(len(self.missions(params))),
+            }
+        )
+        return ObservationView(space, functools.partial(split_dict_obs, v))
+
+    def missions(self, params: Any) -> tuple[str, ...]:
+        """The mission strings of minigrid, indexed by ``obs["mission"]`` (``"dict"`` mode)."""
+        return (self.mission,)
+
+    def mission_index(self, params: Any, state: Any) -> torch.Tensor:
+        """(N,) int32 index of each env's mission in :meth:`missions` (one mission: 0)."""
+        return torch.zeros_like(state.agent_dir)
 
     def action_space(self, params: Any, dtype: torch.dtype) -> gym.Space:
         """Discrete(7): left, right, forward, pickup, drop, toggle, done."""
@@ -516,14 +561,21 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
         return nxt, reward, terminated
 
     def observation(self, params: Any, state: GridState) -> torch.Tensor:
-        """(N, V, V, 3) uint8 agent view, or (N, W, H, 3) with ``obs_mode="full"``."""
+        """(N, V, V, 3) uint8 agent view, or the rows of :meth:`observation_space`.
+
+        ``"full"``: (N, W, H, 3); ``"dict"``: the packed (N, V * V * 3 + 2) rows.
+        """
         width, height = self.dims(params)
         if params.obs_mode == "full":
             return full_view(width, height, state)
         codes, _, _ = agent_view(
             width, height, params.agent_view_size, params.see_through_walls, state
         )
-        return unpack(codes)
+        image = unpack(codes)
+        if params.obs_mode != "dict":
+            return image
+        extra = torch.stack([state.agent_dir, self.mission_index(params, state)], 1)
+        return torch.cat([image.flatten(1), extra.to(torch.uint8)], 1)
 
     def render(self, params: Any, state: GridState) -> torch.Tensor:
         """(N, H * 32, W * 32, 3) uint8 frames in minigrid's look (``highlight=True``)."""

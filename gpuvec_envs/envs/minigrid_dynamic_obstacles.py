@@ -72,6 +72,7 @@ class DynamicObstacles(MiniGridEnv):
     """MiniGrid Dynamic-Obstacles: reach the goal without touching a moving ball."""
 
     params_type = DynamicObstaclesParams
+    mission = "get to the green goal square"
 
     def n_obstacles(self, params: DynamicObstaclesParams) -> int:
         """Balls: ``n_obstacles``, or ``size // 2`` if it exceeds ``size / 2 + 1``."""

@@ -68,6 +68,7 @@ class Unlock(MiniGridEnv):
     """MiniGrid Unlock: open the locked door with the key."""
 
     params_type = UnlockParams
+    mission = "open the door"
 
     def dims(self, params: UnlockParams) -> tuple[int, int]:
         """Always 11x6."""
