@@ -94,6 +94,16 @@ MINIGRID: tuple[EnvEntry, ...] = (
         for s, n in ((5, 2), (6, 3))
     ),
     _minigrid("Unlock", "unlock:Unlock", 288),
+    *(
+        _minigrid(
+            f"KeyCorridorS{s}R{r}",
+            "keycorridor:KeyCorridor",
+            30 * s * s,
+            room_size=s,
+            num_rows=r,
+        )
+        for s, r in ((3, 1), (3, 2), (3, 3), (4, 3), (5, 3), (6, 3))
+    ),
 )
 
 REGISTRY: tuple[EnvEntry, ...] = (

@@ -159,6 +159,47 @@ def count_draws(env: GpuVecEnv, fn: str) -> int:
     return rng._next
 
 
+def segments(spans: dict[str, int]) -> Callable[[Any, ReplayRandom], None]:
+    """A patch making each named method of the reference take exactly its span of words.
+
+    For the reference's retry loops (``RoomGrid.place_agent``, ``connect_all``), which our
+    envs bound: each draws a fixed span of words, of which the reference reads a prefix.
+    """
+
+    def patch(ref: Any, rnd: ReplayRandom) -> None:
+        for name, span in spans.items():
+            original = getattr(ref, name)
+
+            def wrapped(*args: Any, _original=original, _span=span, **kwargs: Any) -> Any:
+                start = rnd.pos
+                out = _original(*args, **kwargs)
+                assert rnd.pos - start <= _span, f"took {rnd.pos - start} words > {_span}"
+                rnd.pos = start + _span
+                return out
+
+            setattr(ref, name, wrapped)
+
+    return patch
+
+
+def retry_segments(env_def: Any, params: Any) -> Callable[[Any, ReplayRandom], None] | None:
+    """The :func:`segments` patch of an env with bounded retry loops, or None."""
+    from gpuvec_envs.envs.minigrid_keycorridor import KeyCorridor
+    from gpuvec_envs.envs.minigrid_unlock import AGENT_ATTEMPTS, Unlock
+
+    if isinstance(env_def, KeyCorridor):
+        k = env_def.placement_tries(params)
+        return segments(
+            {
+                "place_agent": env_def.agent_attempts(params) * (k + 1),
+                "connect_all": env_def.connect_words(params),
+            }
+        )
+    if isinstance(env_def, Unlock):
+        return segments({"place_agent": AGENT_ATTEMPTS * (env_def.placement_tries(params) + 1)})
+    return None
+
+
 class ParityDriver:
     """Our registered env and ``n`` references in lockstep; every step asserts equality.
 
@@ -172,7 +213,8 @@ class ParityDriver:
             (``final_obs`` is the reference's last obs, then it resets) or ``"Disabled"``
             (references keep stepping finished episodes).
         patch: ``patch(ref, replay)`` adapts a reference to more of our draw layout (e.g.
-            segments of a retry loop around ``place_obj``).
+            segments of a retry loop around ``place_obj``); default:
+            :func:`retry_segments` of the env.
         **kwargs: Env parameters, given to both sides (minigrid's names); ``max_steps``
             also sets our time limit.
     """
@@ -204,6 +246,8 @@ class ParityDriver:
         self.reset_words = count_draws(self.vec, "reset")
         self.step_words = count_draws(self.vec, "step")
         self.missions = self.vec.env_def.missions(self.vec.params)
+        if patch is None:
+            patch = retry_segments(self.vec.env_def, self.vec.params)
         pairs = [make_reference(e.reference, tries, **kwargs) for _ in range(n)]
         self.refs = [p[0] for p in pairs]
         self.rnds = [p[1] for p in pairs]

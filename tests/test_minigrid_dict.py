@@ -12,8 +12,8 @@ from gymnasium.utils.env_checker import check_env
 from minatar_common import single_thread
 from minigrid_common import ParityDriver
 from test_minigrid_engine import compare_backends
-from test_minigrid_unlock import agent_attempts
 
+from gpuvec_envs.envs._grid import COLOR_TO_IDX
 from gpuvec_envs.registry import MINIGRID, entry
 from gpuvec_envs.wrappers import RecordEpisodeStatistics, StructuredObservation, to_numpy
 
@@ -32,13 +32,13 @@ DOORKEY = "gpuvec/MiniGrid-DoorKey-5x5-v0"
         ("gpuvec/MiniGrid-SimpleCrossingS9N1-v0", "NextStep", 200),
         ("gpuvec/MiniGrid-Dynamic-Obstacles-Random-6x6-v0", "SameStep", 200),
         ("gpuvec/MiniGrid-Unlock-v0", "Disabled", 200),
+        ("gpuvec/MiniGrid-KeyCorridorS3R3-v0", "SameStep", 200),
     ],
 )
 def test_parity_with_minigrid_dict(env_id: str, mode: str, steps: int) -> None:
     """image, direction and mission (the reference's string mapped to its index) equal
     minigrid's raw dict at every step, over resets; SAME_STEP's final_obs too."""
-    patch = agent_attempts if "Unlock" in env_id else None
-    d = ParityDriver(env_id, 12, obs_mode="dict", autoreset_mode=mode, patch=patch, max_steps=30)
+    d = ParityDriver(env_id, 12, obs_mode="dict", autoreset_mode=mode, max_steps=30)
     assert isinstance(d.env, StructuredObservation)
     d.reset(seed=40)
     n_actions = int(d.env.single_action_space.n)
@@ -49,8 +49,8 @@ def test_parity_with_minigrid_dict(env_id: str, mode: str, steps: int) -> None:
 
 
 def test_spaces_and_missions() -> None:
-    """The Dict space is minigrid's with the mission as Discrete(len(missions)); the mission
-    index of every registered ID is 0, its string minigrid's."""
+    """The Dict space is minigrid's with the mission as Discrete(len(missions)): one
+    mission (index 0) per ID, except KeyCorridor's six "pick up the <colour> ball"."""
     for e in MINIGRID:
         env = gym.make_vec(e.id, num_envs=2, backend="eager", obs_mode="dict")
         ref = gym.make(e.reference).unwrapped
@@ -65,7 +65,11 @@ def test_spaces_and_missions() -> None:
         base = env.unwrapped
         missions = base.env_def.missions(base.params)
         ref.reset(seed=0)
-        assert missions == (ref.mission,) and space["mission"] == gym.spaces.Discrete(1)
+        assert space["mission"] == gym.spaces.Discrete(len(missions))
+        if "KeyCorridor" in e.id:
+            assert missions == tuple(f"pick up the {c} ball" for c in sorted(COLOR_TO_IDX))
+        else:
+            assert missions == (ref.mission,)
         env.close()
 
 

@@ -540,7 +540,11 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
 
     def mission_index(self, params: Any, state: Any) -> torch.Tensor:
         """(N,) int32 index of each env's mission in :meth:`missions` (one mission: 0)."""
-        return torch.zeros_like(state.agent_dir)
+        return torch.zeros_like(self.grid_state(state).agent_dir)
+
+    def grid_state(self, state: Any) -> GridState:
+        """The :class:`GridState` of a family's state (the state itself by default)."""
+        return state
 
     def action_space(self, params: Any, dtype: torch.dtype) -> gym.Space:
         """Discrete(7): left, right, forward, pickup, drop, toggle, done."""
@@ -560,26 +564,28 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
         nxt, reward, terminated, _ = grid_step(width, self.max_steps(params), state, action)
         return nxt, reward, terminated
 
-    def observation(self, params: Any, state: GridState) -> torch.Tensor:
+    def observation(self, params: Any, state: Any) -> torch.Tensor:
         """(N, V, V, 3) uint8 agent view, or the rows of :meth:`observation_space`.
 
         ``"full"``: (N, W, H, 3); ``"dict"``: the packed (N, V * V * 3 + 2) rows.
         """
         width, height = self.dims(params)
+        grid = self.grid_state(state)
         if params.obs_mode == "full":
-            return full_view(width, height, state)
+            return full_view(width, height, grid)
         codes, _, _ = agent_view(
-            width, height, params.agent_view_size, params.see_through_walls, state
+            width, height, params.agent_view_size, params.see_through_walls, grid
         )
         image = unpack(codes)
         if params.obs_mode != "dict":
             return image
-        extra = torch.stack([state.agent_dir, self.mission_index(params, state)], 1)
+        extra = torch.stack([grid.agent_dir, self.mission_index(params, state)], 1)
         return torch.cat([image.flatten(1), extra.to(torch.uint8)], 1)
 
-    def render(self, params: Any, state: GridState) -> torch.Tensor:
+    def render(self, params: Any, state: Any) -> torch.Tensor:
         """(N, H * 32, W * 32, 3) uint8 frames in minigrid's look (``highlight=True``)."""
         width, height = self.dims(params)
+        state = self.grid_state(state)
         n, dev = state.cells.shape[0], state.cells.device
         _, visible, world = agent_view(
             width, height, params.agent_view_size, params.see_through_walls, state
