@@ -71,6 +71,8 @@ OBJECT_TO_IDX = {
 }
 #: minigrid's ``COLOR_TO_IDX``.
 COLOR_TO_IDX = {"red": 0, "green": 1, "blue": 2, "purple": 3, "yellow": 4, "grey": 5}
+#: minigrid's ``COLOR_NAMES``: the colours in sorted order, as its random colour draws index them.
+COLOR_NAMES = tuple(sorted(COLOR_TO_IDX))
 #: minigrid's ``STATE_TO_IDX`` (doors).
 STATE_TO_IDX = {"open": 0, "closed": 1, "locked": 2}
 #: minigrid's ``COLORS`` (RGB), by colour index.
@@ -282,6 +284,49 @@ def _col(v: Any) -> Any:
 def tries_for(p: float, bound: float = 1e-9) -> int:
     """Candidates K with ``(1 - p) ** K <= bound``, for a fraction ``p`` of acceptable cells."""
     return max(1, math.ceil(math.log(bound) / math.log1p(-p)))
+
+
+def named_color(pick: torch.Tensor) -> torch.Tensor:
+    """(N,) int32 ``COLOR_TO_IDX`` of ``COLOR_NAMES[pick]``, ``pick`` (N,) int in [0, 6)."""
+    out = torch.zeros_like(pick, dtype=I32)
+    for i, name in enumerate(COLOR_NAMES):
+        out = torch.where(pick == i, COLOR_TO_IDX[name], out)
+    return out
+
+
+def place_agent_clear(
+    rng: Rng,
+    cells: torch.Tensor,
+    width: int,
+    tries: int,
+    attempts: int,
+    x_range: tuple[Any, Any],
+    y_range: tuple[Any, Any],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``RoomGrid.place_agent``: a :func:`place` and a direction until the agent faces no object.
+
+    The reference repeats until the cell in front is empty or a wall; here ``attempts``
+    attempts of ``tries + 1`` draws each, and the first good one is kept (the last if none
+    is: the caller bounds that probability).
+
+    Returns:
+        ``(x, y, direction)``, (N,) int32 each.
+    """
+    x = y = direction = ok = None
+    for _ in range(attempts):
+        ax, ay = place(rng, cells, width, tries, x_range, y_range)
+        ad = rand_int(rng, 0, 4)
+        dx, dy = dir_vec(ad)
+        front = get_cell(cells, (ay + dy) * width + ax + dx)
+        good = (front == EMPTY) | ((front & 15) == T_WALL)
+        if x is None:
+            x, y, direction, ok = ax, ay, ad, good
+        else:
+            take = ~ok
+            x, y = torch.where(take, ax, x), torch.where(take, ay, y)
+            direction = torch.where(take, ad, direction)
+            ok = ok | good
+    return x, y, direction
 
 
 def success_reward(step_count: torch.Tensor, max_steps: int) -> torch.Tensor:

@@ -49,22 +49,22 @@ import torch
 
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs._grid import (
-    COLOR_TO_IDX,
+    COLOR_NAMES,
     EMPTY,
     I32,
     PICKUP,
     T_BALL,
-    T_WALL,
     WALL,
     GridState,
     MiniGridEnv,
     MiniGridParams,
     code,
     constant_cells,
-    dir_vec,
     get_cell,
     grid_step,
+    named_color,
     place,
+    place_agent_clear,
     rand_int,
     set_cell,
     success_reward,
@@ -73,9 +73,6 @@ from gpuvec_envs.envs._grid import (
 
 #: Columns of rooms (``RoomGrid``'s default).
 COLS = 3
-#: minigrid's ``COLOR_NAMES`` (sorted) as colour indices, and their names.
-COLOR_NAMES = tuple(sorted(COLOR_TO_IDX))
-_COLOR_IDX = tuple(COLOR_TO_IDX[c] for c in COLOR_NAMES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,14 +185,6 @@ def additions(num_rows: int) -> int:
     return max(bin(full & ~(w.initial[r] | w.blocked[r])).count("1") for r in range(num_rows))
 
 
-def _color(pick: torch.Tensor) -> torch.Tensor:
-    """Colour index of ``COLOR_NAMES[pick]`` (N,) int."""
-    out = torch.zeros_like(pick, dtype=I32)
-    for i, c in enumerate(_COLOR_IDX):
-        out = torch.where(pick == i, c, out)
-    return out
-
-
 def _table(values: Any, index: torch.Tensor) -> torch.Tensor:
     """``values[index]`` for a trace-time sequence (a constant tensor gathered)."""
     return torch.tensor(values, dtype=torch.int64, device=index.device)[index.long()]
@@ -279,7 +268,7 @@ class KeyCorridor(MiniGridEnv):
         door_cell = torch.stack(doors, 1).long()  # (N, W) flat cell of each wall's door
 
         locked = rand_int(rng, 0, r)
-        color = _color(rand_int(rng, 0, len(COLOR_NAMES)))
+        color = named_color(rand_int(rng, 0, len(COLOR_NAMES)))
         door_y = torch.stack([right[1, j] for j in range(r)], 1).gather(1, locked.long()[:, None])
         locked_door = code("door", "red", "locked") | (color << 4)
         cells = set_cell(cells, door_y[:, 0] * w + 2 * step, locked_door)
@@ -287,26 +276,14 @@ class KeyCorridor(MiniGridEnv):
         mission = rand_int(rng, 0, len(COLOR_NAMES))
         top = locked * step
         bx, by = place(rng, cells, w, k, (2 * step, 2 * step + s), (top, top + s))
-        cells = set_cell(cells, by * w + bx, code("ball", "red") | (_color(mission) << 4))
+        cells = set_cell(cells, by * w + bx, code("ball", "red") | (named_color(mission) << 4))
         top = rand_int(rng, 0, r) * step
         kx, ky = place(rng, cells, w, k, (0, s), (top, top + s))
         cells = set_cell(cells, ky * w + kx, code("key", "red") | (color << 4))
 
-        x = y = direction = ok = None
         room = ((step, step + s), ((r // 2) * step, (r // 2) * step + s))
-        for _ in range(self.agent_attempts(params)):
-            ax, ay = place(rng, cells, w, k, *room)
-            ad = rand_int(rng, 0, 4)
-            dx, dy = dir_vec(ad)
-            front = get_cell(cells, (ay + dy) * w + ax + dx)
-            good = (front == EMPTY) | ((front & 15) == T_WALL)
-            if x is None:
-                x, y, direction, ok = ax, ay, ad, good
-            else:
-                take = ~ok
-                x, y = torch.where(take, ax, x), torch.where(take, ay, y)
-                direction = torch.where(take, ad, direction)
-                ok = ok | good
+        attempts = self.agent_attempts(params)
+        x, y, direction = place_agent_clear(rng, cells, w, k, attempts, *room)
         cells = self._connect_all(params, rng, cells, door_cell, locked)
         zero = torch.zeros(n, dtype=I32, device=dev)
         return KeyCorridorState(GridState(cells, x, y, direction, zero, zero), mission)
@@ -358,7 +335,7 @@ class KeyCorridor(MiniGridEnv):
                 fallback = torch.where(((mask | blocked) >> n) & 1 == 0, n, fallback)
             chosen = torch.where(found, chosen, fallback)
             color_word = words.gather(1, (3 * t + s + 3)[:, None])[:, 0]
-            color = _color((color_word * len(COLOR_NAMES)) >> 32)
+            color = named_color((color_word * len(COLOR_NAMES)) >> 32)
             add = ~done
             at = door_cell.gather(1, chosen[:, None])[:, 0]
             door = torch.where(
