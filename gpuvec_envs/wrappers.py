@@ -20,6 +20,10 @@ constructor arguments, same info keys, same statistics on the same data. Differe
 :func:`to_numpy` gives a numpy view of a tensor env, so loops written for gymnasium's numpy
 vector envs run unchanged; :func:`to_torch` is the reverse (a numpy vector env seen as
 tensors, without gymnasium's ``array-api-compat`` dependency).
+
+:class:`StructuredObservation` is the engine's own: it splits an env's packed one-tensor
+observation into the structure users expect (MiniGrid's ``obs_mode="dict"``);
+``gymnasium.make_vec`` adds it for such envs.
 """
 
 from __future__ import annotations
