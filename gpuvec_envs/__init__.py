@@ -8,7 +8,7 @@ your own is an :class:`EnvDef`; :func:`check_env_def` tests it against the contr
 
 from gpuvec_envs.autotune import autotune
 from gpuvec_envs.check import EnvDefError, Violation, check_env_def
-from gpuvec_envs.core import EnvDef, GpuEnv, GpuVecEnv, Rng, ShellState
+from gpuvec_envs.core import EnvDef, GpuEnv, GpuVecEnv, ObservationView, Rng, ShellState
 from gpuvec_envs.custom import register
 from gpuvec_envs.registry import REGISTRY, register_all
 
@@ -21,6 +21,7 @@ __all__ = [
     "EnvDefError",
     "GpuEnv",
     "GpuVecEnv",
+    "ObservationView",
     "Rng",
     "ShellState",
     "Violation",

@@ -16,8 +16,10 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.single import GpuEnv
 from gpuvec_envs.core.vector import GpuVecEnv
+from gpuvec_envs.wrappers import structured
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +94,16 @@ MINIGRID: tuple[EnvEntry, ...] = (
         for s, n in ((5, 2), (6, 3))
     ),
     _minigrid("Unlock", "unlock:Unlock", 288),
+    *(
+        _minigrid(
+            f"KeyCorridorS{s}R{r}",
+            "keycorridor:KeyCorridor",
+            30 * s * s,
+            room_size=s,
+            num_rows=r,
+        )
+        for s, r in ((3, 1), (3, 2), (3, 3), (4, 3), (5, 3), (6, 3))
+    ),
 )
 
 REGISTRY: tuple[EnvEntry, ...] = (
@@ -202,10 +214,19 @@ def compiler_options_for(env_id: str, overrides: Any = None) -> Any:
     return overrides
 
 
+def vector_env(env_def: EnvDef | str, *args: Any, **kwargs: Any) -> Any:
+    """A :class:`GpuVecEnv` of ``env_def`` as ``make_vec`` returns it.
+
+    In a :class:`~gpuvec_envs.wrappers.StructuredObservation` if the env has an
+    observation view (MiniGrid's ``obs_mode="dict"``).
+    """
+    return structured(GpuVecEnv(env_def, *args, **kwargs))
+
+
 def _vector_env(env_id: str, *args: Any, compiler_options: Any = None, **kwargs: Any) -> Any:
-    """``make_vec``'s entry point: a :class:`GpuVecEnv` with the entry's compiler options."""
+    """``make_vec``'s entry point: :func:`vector_env` with the entry's compiler options."""
     options = compiler_options_for(env_id, compiler_options)
-    return GpuVecEnv(entry(env_id).env_def, *args, compiler_options=options, **kwargs)
+    return vector_env(entry(env_id).env_def, *args, compiler_options=options, **kwargs)
 
 
 def gym_register(
@@ -223,7 +244,7 @@ def gym_register(
         max_episode_steps: The time limit (``TimeLimit`` for ``make``, the shell's own for
             ``make_vec``), or ``None``.
         kwargs: Default keyword arguments of every ``make``/``make_vec`` call.
-        vector_entry_point: ``make_vec``'s entry point (default: a :class:`GpuVecEnv` of
+        vector_entry_point: ``make_vec``'s entry point (default: :func:`vector_env` of
             ``env_def``).
 
     Returns:
@@ -232,7 +253,7 @@ def gym_register(
     gym.register(
         id=env_id,
         entry_point=functools.partial(GpuEnv, env_def),
-        vector_entry_point=vector_entry_point or functools.partial(GpuVecEnv, env_def),
+        vector_entry_point=vector_entry_point or functools.partial(vector_env, env_def),
         max_episode_steps=max_episode_steps,
         kwargs=dict(kwargs),
     )

@@ -190,6 +190,11 @@ class RolloutCollector:
         self.env = getattr(env, "unwrapped", env)
         if not isinstance(self.env, GpuVecEnv):
             raise TypeError(f"expected a GpuVecEnv, got {type(env).__name__}")
+        if self.env.env_def.observation_view(self.env.params) is not None:
+            raise ValueError(
+                "RolloutCollector collects the engine's one-tensor observation; this env "
+                "returns a structured one (e.g. MiniGrid's obs_mode='dict': use 'image')"
+            )
         self.policy = policy
         self.num_steps = num_steps
         self.backend = "eager" if backend == "eager" else "compile"

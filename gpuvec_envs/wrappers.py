@@ -20,6 +20,10 @@ constructor arguments, same info keys, same statistics on the same data. Differe
 :func:`to_numpy` gives a numpy view of a tensor env, so loops written for gymnasium's numpy
 vector envs run unchanged; :func:`to_torch` is the reverse (a numpy vector env seen as
 tensors, without gymnasium's ``array-api-compat`` dependency).
+
+:class:`StructuredObservation` is the engine's own: it splits an env's packed one-tensor
+observation into the structure users expect (MiniGrid's ``obs_mode="dict"``);
+``gymnasium.make_vec`` adds it for such envs.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.utils import rescale_box
 
 from gpuvec_envs.core.checkpoint import FORMAT_VERSION, prepare_load
+from gpuvec_envs.core.env import ObservationView
 from gpuvec_envs.core.vector import GpuVecEnv
 
 __all__ = [
@@ -48,6 +53,7 @@ __all__ = [
     "RecordEpisodeStatistics",
     "RescaleAction",
     "RunningMeanStd",
+    "StructuredObservation",
     "TensorWrapper",
     "TransformObservation",
     "TransformReward",
@@ -527,6 +533,42 @@ class FlattenObservation(_ObservationWrapper):
     def observations(self, observations: torch.Tensor) -> torch.Tensor:
         """Reshape to (N, -1)."""
         return observations.reshape(observations.shape[0], -1)
+
+
+class StructuredObservation(_ObservationWrapper):
+    """An env's structured observation (e.g. MiniGrid's dict) split from the shell's tensor.
+
+    ``gymnasium.make_vec`` adds it when the env's :meth:`~gpuvec_envs.core.env.EnvDef.
+    observation_view` is not ``None`` (MiniGrid's ``obs_mode="dict"``). Observations and
+    SAME_STEP's ``info["final_obs"]`` become the view's structure (a dict of (N, ...)
+    tensors); everything else, checkpoints included, is the wrapped env's.
+
+    Args:
+        env: A :class:`GpuVecEnv` (or a wrapper of one) whose observation is the packed
+            tensor.
+        view: How to split it; default: the env's own ``observation_view``.
+    """
+
+    def __init__(self, env: VectorEnv, view: ObservationView | None = None) -> None:
+        super().__init__(env)
+        if view is None:
+            base = env.unwrapped
+            view = base.env_def.observation_view(base.params)
+            if view is None:
+                raise ValueError(f"{type(base.env_def).__name__} has no observation view")
+        self.view = view
+        self.single_observation_space = view.space
+        self.observation_space = batch_space(view.space, self.num_envs)
+
+    def observations(self, observations: torch.Tensor) -> Any:
+        """The view of a batch (N, *packed_shape)."""
+        return self.view.split(observations)
+
+
+def structured(env: GpuVecEnv) -> VectorEnv:
+    """``env`` in a :class:`StructuredObservation` if its env has a view, else ``env``."""
+    view = env.env_def.observation_view(env.params)
+    return env if view is None else StructuredObservation(env, view)
 
 
 class NormalizeObservation(_ObservationWrapper):

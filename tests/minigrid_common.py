@@ -159,19 +159,62 @@ def count_draws(env: GpuVecEnv, fn: str) -> int:
     return rng._next
 
 
+def segments(spans: dict[str, int]) -> Callable[[Any, ReplayRandom], None]:
+    """A patch making each named method of the reference take exactly its span of words.
+
+    For the reference's retry loops (``RoomGrid.place_agent``, ``connect_all``), which our
+    envs bound: each draws a fixed span of words, of which the reference reads a prefix.
+    """
+
+    def patch(ref: Any, rnd: ReplayRandom) -> None:
+        for name, span in spans.items():
+            original = getattr(ref, name)
+
+            def wrapped(*args: Any, _original=original, _span=span, **kwargs: Any) -> Any:
+                start = rnd.pos
+                out = _original(*args, **kwargs)
+                assert rnd.pos - start <= _span, f"took {rnd.pos - start} words > {_span}"
+                rnd.pos = start + _span
+                return out
+
+            setattr(ref, name, wrapped)
+
+    return patch
+
+
+def retry_segments(env_def: Any, params: Any) -> Callable[[Any, ReplayRandom], None] | None:
+    """The :func:`segments` patch of an env with bounded retry loops, or None."""
+    from gpuvec_envs.envs.minigrid_keycorridor import KeyCorridor
+    from gpuvec_envs.envs.minigrid_unlock import AGENT_ATTEMPTS, Unlock
+
+    if isinstance(env_def, KeyCorridor):
+        k = env_def.placement_tries(params)
+        return segments(
+            {
+                "place_agent": env_def.agent_attempts(params) * (k + 1),
+                "connect_all": env_def.connect_words(params),
+            }
+        )
+    if isinstance(env_def, Unlock):
+        return segments({"place_agent": AGENT_ATTEMPTS * (env_def.placement_tries(params) + 1)})
+    return None
+
+
 class ParityDriver:
     """Our registered env and ``n`` references in lockstep; every step asserts equality.
 
     Args:
         env_id: Our registered ID (``gpuvec/MiniGrid-...``); the reference is its entry's.
         n: Number of envs.
-        obs_mode: ``"image"`` or ``"full"`` (the reference side applies
-            ``FullyObsWrapper``'s observation).
+        obs_mode: ``"image"``, ``"full"`` (the reference side applies
+            ``FullyObsWrapper``'s observation) or ``"dict"`` (the reference's whole dict,
+            its mission string mapped to its index in our ``missions``).
         autoreset_mode: ``"NextStep"`` (references reset when ours does), ``"SameStep"``
             (``final_obs`` is the reference's last obs, then it resets) or ``"Disabled"``
             (references keep stepping finished episodes).
         patch: ``patch(ref, replay)`` adapts a reference to more of our draw layout (e.g.
-            segments of a retry loop around ``place_obj``).
+            segments of a retry loop around ``place_obj``); default:
+            :func:`retry_segments` of the env.
         **kwargs: Env parameters, given to both sides (minigrid's names); ``max_steps``
             also sets our time limit.
     """
@@ -197,10 +240,14 @@ class ParityDriver:
             max_episode_steps=limit,
             **kwargs,
         )
+        self.vec = self.env.unwrapped  # the GpuVecEnv (make_vec may wrap it)
         self.env.reset(seed=0)
-        tries = getattr(self.env.env_def, "placement_tries", lambda p: 0)(self.env.params)
-        self.reset_words = count_draws(self.env, "reset")
-        self.step_words = count_draws(self.env, "step")
+        tries = getattr(self.vec.env_def, "placement_tries", lambda p: 0)(self.vec.params)
+        self.reset_words = count_draws(self.vec, "reset")
+        self.step_words = count_draws(self.vec, "step")
+        self.missions = self.vec.env_def.missions(self.vec.params)
+        if patch is None:
+            patch = retry_segments(self.vec.env_def, self.vec.params)
         pairs = [make_reference(e.reference, tries, **kwargs) for _ in range(n)]
         self.refs = [p[0] for p in pairs]
         self.rnds = [p[1] for p in pairs]
@@ -215,22 +262,26 @@ class ParityDriver:
         self.resets = 0
         self.carried = self.open_doors = 0  # env-steps carrying something / with a door open
 
-    def _ref_obs(self, ref: Any, obs: dict[str, Any]) -> np.ndarray:
+    def _ref_obs(self, ref: Any, obs: dict[str, Any]) -> Any:
+        if self.obs_mode == "dict":
+            assert set(obs) == {"image", "direction", "mission"}
+            mission = self.missions.index(obs["mission"])  # ValueError: a mission we lack
+            return {"image": obs["image"], "direction": obs["direction"], "mission": mission}
         if self.obs_mode == "full":
             from minigrid.wrappers import FullyObsWrapper
 
             return FullyObsWrapper.observation(type("W", (), {"unwrapped": ref})(), obs)["image"]
         return obs["image"]
 
-    def _compare(self, i: int, obs: np.ndarray, ref_obs: np.ndarray, what: str) -> None:
-        st = self.env.state.env
+    def _compare(self, i: int, obs: Any, ref_obs: Any, what: str) -> None:
+        st = self.vec.state.env
         ours = our_state(getattr(st, "grid", st), i, self.width, self.height)
         theirs = reference_state(self.refs[i])
         for k in ours:
             np.testing.assert_array_equal(ours[k], theirs[k], err_msg=f"{what}, env {i}: {k}")
         self.carried += ours["carrying"] != (0, 0, 0)
         self.open_doors += bool(((ours["grid"][..., 0] == 4) & (ours["grid"][..., 2] == 0)).any())
-        np.testing.assert_array_equal(obs, ref_obs, err_msg=f"{what}, env {i}: observation")
+        assert_obs_equal(_row(obs, i), ref_obs, f"{what}, env {i}: observation")
 
     def _reset_ref(self, i: int, words: np.ndarray) -> np.ndarray:
         ref, rnd = self.refs[i], self.rnds[i]
@@ -243,20 +294,19 @@ class ParityDriver:
     def reset(self, seed: int) -> None:
         """Reset ours with ``seed`` and each reference from the same draws; compare."""
         obs, _ = self.env.reset(seed=seed)
-        st = self.env.state
+        st = self.vec.state
         words = _words(st.key0, st.key1, st.counter - 1, RESET, self.reset_words)
-        obs = obs.numpy()
         for i in range(self.n):
-            self._compare(i, obs[i], self._reset_ref(i, words[i]), "reset")
+            self._compare(i, obs, self._reset_ref(i, words[i]), "reset")
 
     def step(self, actions: np.ndarray) -> None:
         """One lockstep step with ``actions`` (N,) int; asserts exact equality."""
-        st = self.env.state
+        st = self.vec.state
         pending = st.needs_reset.bool().numpy()
         sw = _words(st.key0, st.key1, st.counter, STEP, self.step_words)
         rw = _words(st.key0, st.key1, st.counter, RESET, self.reset_words)
         obs, reward, term, trunc, info = self.env.step(torch.as_tensor(actions, dtype=torch.int64))
-        obs, reward, term, trunc = obs.numpy(), reward.numpy(), term.numpy(), trunc.numpy()
+        reward, term, trunc = reward.numpy(), term.numpy(), trunc.numpy()
         same_step = "final_obs" in info
         self.steps += 1
         where = f"step {self.steps}"
@@ -271,10 +321,10 @@ class ParityDriver:
                 ref_obs = self._ref_obs(self.refs[i], o)
                 if same_step and (t or tr):  # SAME_STEP: the final obs, then a reset
                     assert bool(info["_final_obs"][i])
-                    final = info["final_obs"][i].numpy()
-                    np.testing.assert_array_equal(final, ref_obs, err_msg=f"{where}: final_obs")
+                    final = _row(info["final_obs"], i)
+                    assert_obs_equal(final, ref_obs, f"{where}, env {i}: final_obs")
                     ref_obs = self._reset_ref(i, rw[i])
-            self._compare(i, obs[i], ref_obs, where)
+            self._compare(i, obs, ref_obs, where)
             assert reward[i] == np.float32(r), f"{where}, env {i}: reward {reward[i]} != {r}"
             assert term[i] == t and trunc[i] == tr, f"{where}, env {i}: flags"
             self.terminations += bool(t)
@@ -286,6 +336,23 @@ class ParityDriver:
         n_actions = int(self.env.single_action_space.n)
         for _ in range(steps):
             self.step(rng.choice(n_actions, size=self.n, p=probs))
+
+
+def _row(obs: Any, i: int) -> Any:
+    """Env ``i`` of a batch (a tensor or a dict of tensors) as numpy."""
+    if isinstance(obs, dict):
+        return {k: v[i].numpy() for k, v in obs.items()}
+    return obs[i].numpy()
+
+
+def assert_obs_equal(ours: Any, theirs: Any, what: str) -> None:
+    """Observations (arrays, or dicts of arrays and ints) exactly equal."""
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict) and set(ours) == set(theirs), f"{what}: keys"
+        for k in theirs:
+            np.testing.assert_array_equal(ours[k], theirs[k], err_msg=f"{what}: {k}")
+    else:
+        np.testing.assert_array_equal(ours, theirs, err_msg=what)
 
 
 def _words(key0, key1, counter, domain: int, count: int) -> np.ndarray:

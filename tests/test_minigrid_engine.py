@@ -41,6 +41,7 @@ def test_autoreset_modes_match_reference(mode: str) -> None:
         "gpuvec/MiniGrid-LavaCrossingS9N2-v0",
         "gpuvec/MiniGrid-Dynamic-Obstacles-6x6-v0",
         "gpuvec/MiniGrid-Unlock-v0",
+        "gpuvec/MiniGrid-KeyCorridorS4R3-v0",
     ],
 )
 def test_frames_equal_minigrid(env_id: str) -> None:

@@ -200,6 +200,12 @@ class SB3VecEnv(VecEnv):
         self, venv: GpuVecEnv, *, monitor: bool = False, monitor_file: str | None = None
     ) -> None:
         if not isinstance(venv, GpuVecEnv):
+            if isinstance(getattr(venv, "unwrapped", None), GpuVecEnv):
+                raise TypeError(
+                    f"the SB3 adapter takes the engine's one-tensor observation, not a "
+                    f"{type(venv).__name__} wrapper (e.g. MiniGrid's obs_mode='dict': use "
+                    "obs_mode='image' or 'full')"
+                )
             raise TypeError(f"expected a gpuvec GpuVecEnv, got {type(venv).__name__}")
         if venv.autoreset_mode is not AutoresetMode.SAME_STEP:
             raise ValueError(

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import gymnasium as gym
 import torch
@@ -21,6 +22,16 @@ from gpuvec_envs.core.rng import Rng
 
 State = TypeVar("State", bound=tuple)
 Params = TypeVar("Params")
+
+
+class ObservationView(NamedTuple):
+    """A structured view (e.g. a dict) of an env's one-tensor observation.
+
+    See :meth:`EnvDef.observation_view`.
+    """
+
+    space: gym.Space  # one env's space of the view, e.g. a gymnasium.spaces.Dict
+    split: Callable[[torch.Tensor], Any]  # (N, *obs_shape) tensor -> e.g. {key: (N, ...)}
 
 
 class EnvDef(abc.ABC, Generic[State, Params]):
@@ -140,6 +151,18 @@ class EnvDef(abc.ABC, Generic[State, Params]):
         Implemented by envs whose ``metadata["render_modes"]`` lists ``"rgb_array"``.
         """
         raise NotImplementedError(f"{type(self).__name__} does not render")
+
+    def observation_view(self, params: Params) -> ObservationView | None:
+        """A structured view of :meth:`observation` for users; optional.
+
+        The shell steps, validates, checkpoints and returns ``final_obs`` as one tensor.
+        An env whose users expect a structured observation (a ``Dict`` space) packs it
+        into that tensor and returns here how to split it: ``gymnasium.make_vec`` then
+        wraps the shell in :class:`~gpuvec_envs.wrappers.StructuredObservation` and
+        ``gymnasium.make``'s single env returns the split row. ``None`` (default): the
+        observation is the tensor.
+        """
+        return None
 
 
 def check_params_type(cls: type) -> None:

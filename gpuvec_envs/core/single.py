@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
+from torch.utils import _pytree as pytree
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.vector import GpuVecEnv
@@ -18,6 +19,8 @@ class GpuEnv(gym.Env):
 
     The time limit comes from gymnasium's ``TimeLimit`` wrapper that ``make`` adds. Keyword
     arguments are those of :class:`GpuVecEnv` (``device``, ``dtype``, env parameters...).
+    An env with an :meth:`~gpuvec_envs.core.env.EnvDef.observation_view` returns the view
+    (e.g. a dict of numpy arrays; 0-dim entries as numpy scalars) and its space.
     """
 
     def __init__(
@@ -34,7 +37,11 @@ class GpuEnv(gym.Env):
             render_mode=render_mode,
             **kwargs,
         )
-        self.observation_space = self._vec.single_observation_space
+        self._view = self._vec.env_def.observation_view(self._vec.params)
+        if self._view is None:
+            self.observation_space = self._vec.single_observation_space
+        else:
+            self.observation_space = self._view.space
         self.action_space = self._vec.single_action_space
         self.metadata = {k: v for k, v in self._vec.metadata.items() if k != "autoreset_mode"}
         self.render_mode = render_mode
@@ -46,20 +53,26 @@ class GpuEnv(gym.Env):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    ) -> tuple[Any, dict[str, Any]]:
         """Reset; ``seed`` seeds the env's counter-based RNG."""
         super().reset(seed=seed)
         obs, info = self._vec.reset(seed=seed, options=options)
-        return obs[0].cpu().numpy(), info
+        return self._row(obs), info
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """One step; ``action`` is an element of :attr:`action_space`."""
         if isinstance(action, torch.Tensor):
             batched = action.reshape(1, *action.shape)
         else:
             batched = np.asarray(action)[None]
         obs, reward, term, trunc, _ = self._vec.step(batched)
-        return obs[0].cpu().numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), {}
+        return self._row(obs), float(reward[0]), bool(term[0]), bool(trunc[0]), {}
+
+    def _row(self, obs: torch.Tensor) -> Any:
+        """The one env's observation on the host (through the view, if any)."""
+        if self._view is None:
+            return obs[0].cpu().numpy()
+        return pytree.tree_map(lambda t: t[0].cpu().numpy()[()], self._view.split(obs))
 
     def render(self) -> np.ndarray | None:
         """RGB frame in ``rgb_array`` mode."""

@@ -20,11 +20,12 @@ registered family here puts anything in a box): toggling a box empties its cell.
 ``(V // 2, V - 1)`` looking up), with ``process_vis`` occlusion unless
 ``see_through_walls`` and the carried object drawn in the agent's cell; ``"full"`` is
 ``FullyObsWrapper``'s ``obs["image"]``, (W, H, 3) uint8 indexed ``[x, y, channel]`` with
-the agent as ``(agent, red, direction)``. The shell's observation is one tensor per step
-(``final_obs``, validation and the adapters rely on it), so minigrid's dict is not
-returned: ``"image"`` is what ``ImgObsWrapper`` gives (without the dict's ``direction``,
-which ``"full"`` carries), and the ``mission`` string is constant for every registered ID
-here (listed in docs/envs.md).
+the agent as ``(agent, red, direction)``; ``"dict"`` is minigrid's whole observation dict
+``{"image", "direction", "mission"}`` with the mission as an index into
+:meth:`MiniGridEnv.missions`. The shell's observation is one tensor per step
+(``final_obs``, validation and checkpoints rely on it), so ``"dict"`` packs each env's row
+as ``image.flatten() | direction | mission`` ((V * V * 3 + 2,) uint8) and
+:meth:`MiniGridEnv.observation_view` splits it; ``make_vec`` and ``make`` return the dict.
 
 **Random draws.** An ``integers(lo, hi)`` of the reference is one stream of the step's or
 reset's :class:`~gpuvec_envs.core.rng.Rng`, ``lo + (word * (hi - lo)) >> 32``
@@ -51,7 +52,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gpuvec_envs.core.env import EnvDef
+from gpuvec_envs.core.env import EnvDef, ObservationView
 from gpuvec_envs.core.rng import Rng
 
 #: minigrid's ``OBJECT_TO_IDX``.
@@ -70,12 +71,16 @@ OBJECT_TO_IDX = {
 }
 #: minigrid's ``COLOR_TO_IDX``.
 COLOR_TO_IDX = {"red": 0, "green": 1, "blue": 2, "purple": 3, "yellow": 4, "grey": 5}
+#: minigrid's ``COLOR_NAMES``: the colours in sorted order, as its random colour draws index them.
+COLOR_NAMES = tuple(sorted(COLOR_TO_IDX))
 #: minigrid's ``STATE_TO_IDX`` (doors).
 STATE_TO_IDX = {"open": 0, "closed": 1, "locked": 2}
 #: minigrid's ``COLORS`` (RGB), by colour index.
 COLORS = ((255, 0, 0), (0, 255, 0), (0, 0, 255), (112, 39, 195), (255, 255, 0), (100, 100, 100))
 
 I32 = torch.int32
+#: Observation modes (``MiniGridParams.obs_mode``).
+OBS_MODES = ("image", "full", "dict")
 #: The actions, as minigrid's ``Actions``.
 LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
 
@@ -139,7 +144,7 @@ class MiniGridParams:
     max_steps: int | None = None  # None: the family's default for ``size``
     agent_view_size: int = 7  # odd, >= 3
     see_through_walls: bool = False
-    obs_mode: str = "image"  # "image" (agent's view) or "full" (FullyObsWrapper)
+    obs_mode: str = "image"  # "image" (agent's view), "full" (FullyObsWrapper) or "dict"
 
 
 def base_layout(width: int, height: int) -> list[int]:
@@ -279,6 +284,49 @@ def _col(v: Any) -> Any:
 def tries_for(p: float, bound: float = 1e-9) -> int:
     """Candidates K with ``(1 - p) ** K <= bound``, for a fraction ``p`` of acceptable cells."""
     return max(1, math.ceil(math.log(bound) / math.log1p(-p)))
+
+
+def named_color(pick: torch.Tensor) -> torch.Tensor:
+    """(N,) int32 ``COLOR_TO_IDX`` of ``COLOR_NAMES[pick]``, ``pick`` (N,) int in [0, 6)."""
+    out = torch.zeros_like(pick, dtype=I32)
+    for i, name in enumerate(COLOR_NAMES):
+        out = torch.where(pick == i, COLOR_TO_IDX[name], out)
+    return out
+
+
+def place_agent_clear(
+    rng: Rng,
+    cells: torch.Tensor,
+    width: int,
+    tries: int,
+    attempts: int,
+    x_range: tuple[Any, Any],
+    y_range: tuple[Any, Any],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``RoomGrid.place_agent``: a :func:`place` and a direction until the agent faces no object.
+
+    The reference repeats until the cell in front is empty or a wall; here ``attempts``
+    attempts of ``tries + 1`` draws each, and the first good one is kept (the last if none
+    is: the caller bounds that probability).
+
+    Returns:
+        ``(x, y, direction)``, (N,) int32 each.
+    """
+    x = y = direction = ok = None
+    for _ in range(attempts):
+        ax, ay = place(rng, cells, width, tries, x_range, y_range)
+        ad = rand_int(rng, 0, 4)
+        dx, dy = dir_vec(ad)
+        front = get_cell(cells, (ay + dy) * width + ax + dx)
+        good = (front == EMPTY) | ((front & 15) == T_WALL)
+        if x is None:
+            x, y, direction, ok = ax, ay, ad, good
+        else:
+            take = ~ok
+            x, y = torch.where(take, ax, x), torch.where(take, ay, y)
+            direction = torch.where(take, ad, direction)
+            ok = ok | good
+    return x, y, direction
 
 
 def success_reward(step_count: torch.Tensor, max_steps: int) -> torch.Tensor:
@@ -449,6 +497,17 @@ def agent_view(
     return torch.where(visible, codes, 0), visible, world
 
 
+def split_dict_obs(view: int, packed: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The observation dict of minigrid from packed (N, V * V * 3 + 2) uint8 rows.
+
+    Returns:
+        ``{"image": (N, V, V, 3) uint8, "direction": (N,) int64, "mission": (N,) int64}``.
+    """
+    k = view * view * 3
+    image = packed[:, :k].reshape(-1, view, view, 3).contiguous()
+    return {"image": image, "direction": packed[:, k].long(), "mission": packed[:, k + 1].long()}
+
+
 def full_view(width: int, height: int, s: GridState) -> torch.Tensor:
     """``FullyObsWrapper``'s image: (N, W, H, 3) uint8 indexed [x, y, channel]."""
     agent = (s.agent_y * width + s.agent_x)[:, None]
@@ -463,6 +522,8 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
     """Base of the MiniGrid families: a family sets ``params_type`` and :meth:`gen_grid`."""
 
     params_type: ClassVar[type] = MiniGridParams
+    #: minigrid's mission string (a family with several overrides :meth:`missions`).
+    mission: ClassVar[str] = ""
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "rgb_array"], "render_fps": 10}
 
     # -- family-specific -----------------------------------------------------------------
@@ -484,18 +545,51 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
 
     # -- EnvDef -------------------------------------------------------------------------
     def observation_space(self, params: Any, dtype: torch.dtype) -> gym.Space:
-        """Box(0, 255, (V, V, 3), uint8), or (W, H, 3) with ``obs_mode="full"``."""
+        """Box(0, 255, (V, V, 3), uint8), or (W, H, 3) or (V * V * 3 + 2,) by ``obs_mode``.
+
+        ``"full"``: (W, H, 3); ``"dict"``: the packed row (see :meth:`observation_view`).
+        """
+        if params.obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {params.obs_mode!r}")
         if params.obs_mode == "full":
             width, height = self.dims(params)
-            shape = (width, height, 3)
-        elif params.obs_mode == "image":
-            v = params.agent_view_size
-            if v % 2 != 1 or v < 3:
-                raise ValueError(f"agent_view_size must be odd and >= 3, got {v}")
-            shape = (v, v, 3)
-        else:
-            raise ValueError(f"obs_mode must be 'image' or 'full', got {params.obs_mode!r}")
+            return gym.spaces.Box(0, 255, shape=(width, height, 3), dtype=np.uint8)
+        v = params.agent_view_size
+        if v % 2 != 1 or v < 3:
+            raise ValueError(f"agent_view_size must be odd and >= 3, got {v}")
+        shape = (v, v, 3) if params.obs_mode == "image" else (v * v * 3 + 2,)
         return gym.spaces.Box(0, 255, shape=shape, dtype=np.uint8)
+
+    def observation_view(self, params: Any) -> ObservationView | None:
+        """With ``obs_mode="dict"``: minigrid's ``Dict`` observation, split from the row.
+
+        The space is ``Dict(image=Box(0, 255, (V, V, 3), uint8), direction=Discrete(4),
+        mission=Discrete(len(missions)))``; a batch splits into ``{"image": (N, V, V, 3)
+        uint8, "direction": (N,) int64, "mission": (N,) int64}``.
+        """
+        if params.obs_mode != "dict":
+            return None
+        v = params.agent_view_size
+        space = gym.spaces.Dict(
+            {
+                "image": gym.spaces.Box(0, 255, shape=(v, v, 3), dtype=np.uint8),
+                "direction": gym.spaces.Discrete(4),
+                "mission": gym.spaces.Discrete(len(self.missions(params))),
+            }
+        )
+        return ObservationView(space, functools.partial(split_dict_obs, v))
+
+    def missions(self, params: Any) -> tuple[str, ...]:
+        """The mission strings of minigrid, indexed by ``obs["mission"]`` (``"dict"`` mode)."""
+        return (self.mission,)
+
+    def mission_index(self, params: Any, state: Any) -> torch.Tensor:
+        """(N,) int32 index of each env's mission in :meth:`missions` (one mission: 0)."""
+        return torch.zeros_like(self.grid_state(state).agent_dir)
+
+    def grid_state(self, state: Any) -> GridState:
+        """The :class:`GridState` of a family's state (the state itself by default)."""
+        return state
 
     def action_space(self, params: Any, dtype: torch.dtype) -> gym.Space:
         """Discrete(7): left, right, forward, pickup, drop, toggle, done."""
@@ -515,19 +609,33 @@ class MiniGridEnv(EnvDef[GridState, MiniGridParams]):
         nxt, reward, terminated, _ = grid_step(width, self.max_steps(params), state, action)
         return nxt, reward, terminated
 
-    def observation(self, params: Any, state: GridState) -> torch.Tensor:
-        """(N, V, V, 3) uint8 agent view, or (N, W, H, 3) with ``obs_mode="full"``."""
-        width, height = self.dims(params)
-        if params.obs_mode == "full":
-            return full_view(width, height, state)
-        codes, _, _ = agent_view(
-            width, height, params.agent_view_size, params.see_through_walls, state
-        )
-        return unpack(codes)
+    def observation(self, params: Any, state: Any) -> torch.Tensor:
+        """(N, V, V, 3) uint8 agent view, or the rows of :meth:`observation_space`.
 
-    def render(self, params: Any, state: GridState) -> torch.Tensor:
+        ``"full"``: (N, W, H, 3); ``"dict"``: the packed (N, V * V * 3 + 2) rows.
+        """
+        width, height = self.dims(params)
+        grid = self.grid_state(state)
+        if params.obs_mode == "full":
+            return full_view(width, height, grid)
+        codes, _, _ = agent_view(
+            width, height, params.agent_view_size, params.see_through_walls, grid
+        )
+        image = unpack(codes)
+        if params.obs_mode != "dict":
+            return image
+        # pad and select rather than cat: inductor keeps this in the step's loop kernel
+        k = 3 * params.agent_view_size**2
+        packed = torch.nn.functional.pad(image.flatten(1), (0, 2))
+        col = torch.arange(k + 2, device=packed.device)
+        mission = self.mission_index(params, state).to(torch.uint8)[:, None]
+        packed = torch.where(col == k, grid.agent_dir.to(torch.uint8)[:, None], packed)
+        return torch.where(col == k + 1, mission, packed)
+
+    def render(self, params: Any, state: Any) -> torch.Tensor:
         """(N, H * 32, W * 32, 3) uint8 frames in minigrid's look (``highlight=True``)."""
         width, height = self.dims(params)
+        state = self.grid_state(state)
         n, dev = state.cells.shape[0], state.cells.device
         _, visible, world = agent_view(
             width, height, params.agent_view_size, params.see_through_walls, state

@@ -51,6 +51,7 @@ class DoorKey(MiniGridEnv):
     """MiniGrid DoorKey: pick up the key, unlock the door, reach the goal."""
 
     params_type = DoorKeyParams
+    mission = "use the key to open the door and then get to the goal"
 
     def max_steps(self, params: DoorKeyParams) -> int:
         """``params.max_steps`` or ``10 * size**2``."""

@@ -72,6 +72,7 @@ class DynamicObstacles(MiniGridEnv):
     """MiniGrid Dynamic-Obstacles: reach the goal without touching a moving ball."""
 
     params_type = DynamicObstaclesParams
+    mission = "get to the green goal square"
 
     def n_obstacles(self, params: DynamicObstaclesParams) -> int:
         """Balls: ``n_obstacles``, or ``size // 2`` if it exceeds ``size / 2 + 1``."""
@@ -137,10 +138,6 @@ class DynamicObstacles(MiniGridEnv):
         reward = torch.where(blocked, -1.0, reward)
         return DynamicObstaclesState(grid, obstacles), reward, terminated | blocked
 
-    def observation(self, params: Any, state: DynamicObstaclesState) -> torch.Tensor:
-        """As :meth:`MiniGridEnv.observation` of the grid."""
-        return super().observation(params, state.grid)
-
-    def render(self, params: Any, state: DynamicObstaclesState) -> torch.Tensor:
-        """As :meth:`MiniGridEnv.render` of the grid."""
-        return super().render(params, state.grid)
+    def grid_state(self, state: DynamicObstaclesState) -> GridState:
+        """The grid part of the state."""
+        return state.grid

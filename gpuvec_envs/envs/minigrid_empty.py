@@ -47,6 +47,7 @@ class Empty(MiniGridEnv):
     """MiniGrid Empty: reach the goal in an empty room."""
 
     params_type = EmptyParams
+    mission = "get to the green goal square"
 
     def placement_tries(self, params: EmptyParams) -> int:
         """Candidates K of the random start."""

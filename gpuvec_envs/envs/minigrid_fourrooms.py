@@ -51,6 +51,7 @@ class FourRooms(MiniGridEnv):
     """MiniGrid FourRooms: reach the goal in one of four rooms."""
 
     params_type = FourRoomsParams
+    mission = "reach the goal"
 
     def dims(self, params: FourRoomsParams) -> tuple[int, int]:
         """Always 19x19."""

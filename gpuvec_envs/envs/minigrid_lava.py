@@ -58,6 +58,13 @@ class LavaParams(MiniGridParams):
     obstacle: str = "lava"  # "lava" or "wall"
 
 
+#: minigrid's missions by obstacle.
+_MISSIONS = {
+    "lava": "avoid the lava and get to the green goal square",
+    "wall": "find the opening and get to the green goal square",
+}
+
+
 def _start(params: LavaParams, rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
     """Walls and goal (N, H * W), and a zero (N,) int32."""
     w = h = params.size
@@ -69,10 +76,18 @@ def _start(params: LavaParams, rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
     return constant_cells(layout, rng.num_envs, rng.device), zero
 
 
-class LavaGap(MiniGridEnv):
-    """MiniGrid LavaGap: cross a lava column through its gap to the goal."""
+class _ObstacleEnv(MiniGridEnv):
+    """What LavaGap and Crossing share: params and the obstacle's mission."""
 
     params_type = LavaParams
+
+    def missions(self, params: LavaParams) -> tuple[str, ...]:
+        """The mission of minigrid for the obstacle."""
+        return (_MISSIONS[params.obstacle],)
+
+
+class LavaGap(_ObstacleEnv):
+    """MiniGrid LavaGap: cross a lava column through its gap to the goal."""
 
     def gen_grid(self, params: LavaParams, rng: Rng) -> GridState:
         """Walls, goal, the obstacle column and its gap; the agent at (1, 1) facing right."""
@@ -102,10 +117,8 @@ def _shuffle(rng: Rng, items: list[torch.Tensor]) -> list[torch.Tensor]:
     return items
 
 
-class Crossing(MiniGridEnv):
+class Crossing(_ObstacleEnv):
     """MiniGrid Crossing: find the openings in rivers of lava or walls."""
-
-    params_type = LavaParams
 
     def gen_grid(self, params: LavaParams, rng: Rng) -> GridState:
         """Walls, goal, ``num_crossings`` rivers and their openings; the agent at (1, 1)."""

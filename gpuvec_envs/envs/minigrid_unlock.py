@@ -25,11 +25,10 @@ import torch
 
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs._grid import (
-    COLOR_TO_IDX,
+    COLOR_NAMES,
     EMPTY,
     I32,
     T_DOOR,
-    T_WALL,
     TOGGLE,
     WALL,
     GridState,
@@ -37,10 +36,10 @@ from gpuvec_envs.envs._grid import (
     MiniGridParams,
     code,
     constant_cells,
-    dir_vec,
-    get_cell,
     grid_step,
+    named_color,
     place,
+    place_agent_clear,
     rand_int,
     set_cell,
     success_reward,
@@ -50,8 +49,6 @@ from gpuvec_envs.envs._grid import (
 #: Room side [cells] and grid size.
 ROOM = 6
 WIDTH, HEIGHT = 2 * ROOM - 1, ROOM
-#: minigrid's ``COLOR_NAMES`` (sorted) as colour indices.
-COLOR_NAMES = tuple(COLOR_TO_IDX[c] for c in sorted(COLOR_TO_IDX))
 #: Attempts of ``RoomGrid.place_agent``.
 AGENT_ATTEMPTS = tries_for(1 - 8 / 60)
 
@@ -68,6 +65,7 @@ class Unlock(MiniGridEnv):
     """MiniGrid Unlock: open the locked door with the key."""
 
     params_type = UnlockParams
+    mission = "open the door"
 
     def dims(self, params: UnlockParams) -> tuple[int, int]:
         """Always 11x6."""
@@ -92,10 +90,7 @@ class Unlock(MiniGridEnv):
                     layout[y * w + x] = WALL
         cells = constant_cells(layout, n, dev)
         door_y = rand_int(rng, 1, ROOM - 1)
-        pick = rand_int(rng, 0, len(COLOR_NAMES))
-        color = torch.zeros_like(pick)
-        for i, c in enumerate(COLOR_NAMES):
-            color = torch.where(pick == i, c, color)
+        color = named_color(rand_int(rng, 0, len(COLOR_NAMES)))
         door = code("door", "red", "locked") | (color << 4)
         cells = set_cell(cells, door_y * w + ROOM - 1, door)
         k = self.placement_tries(params)
@@ -103,21 +98,7 @@ class Unlock(MiniGridEnv):
         kx, ky = place(rng, cells, w, k, *room)  # the agent's default (8, 3) is never near
         cells = set_cell(cells, ky * w + kx, code("key", "red") | (color << 4))
         zero = torch.zeros(n, dtype=I32, device=dev)
-        x = y = direction = done = None
-        for _ in range(AGENT_ATTEMPTS):
-            ax, ay = place(rng, cells, w, k, *room)
-            ad = rand_int(rng, 0, 4)
-            dx, dy = dir_vec(ad)
-            front = get_cell(cells, (ay + dy) * w + ax + dx)
-            ok = (front == EMPTY) | ((front & 15) == T_WALL)
-            if x is None:
-                x, y, direction, done = ax, ay, ad, ok
-            else:
-                take = ~done
-                x = torch.where(take, ax, x)
-                y = torch.where(take, ay, y)
-                direction = torch.where(take, ad, direction)
-                done = done | ok
+        x, y, direction = place_agent_clear(rng, cells, w, k, AGENT_ATTEMPTS, *room)
         return GridState(cells, x, y, direction, zero, zero)
 
     def step(
