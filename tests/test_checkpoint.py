@@ -381,9 +381,10 @@ def test_validate_false_propagates_nan_and_check_finite_finds_it() -> None:
         env.check_finite()
 
 
-def test_params_that_produce_inf_are_reported_at_the_first_step() -> None:
+@pytest.mark.parametrize("backend", ["eager", "compile"])  # compiled: the fused probe
+def test_params_that_produce_inf_are_reported_at_the_first_step(backend: str) -> None:
     """CartPole with a massless, zero-length pole divides by zero in the first step."""
-    env = make("gpuvec/CartPole-v1", 3, length=0.0, masspole=0.0)
+    env = make("gpuvec/CartPole-v1", 3, length=0.0, masspole=0.0, backend=backend)
     env.reset(seed=0)
     with pytest.raises(FloatingPointError, match=r"state\.x_dot of env 0"):
         env.step(np.ones(3, dtype=np.int64))

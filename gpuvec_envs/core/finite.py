@@ -29,11 +29,12 @@ def named_leaves(tree: Any, prefix: str) -> Iterator[tuple[str, torch.Tensor]]:
 def finite_probe(tensors: Iterable[torch.Tensor | None]) -> torch.Tensor:
     """0-dim float64: 0 if every float tensor given holds only finite values, else NaN.
 
-    ``x * 0`` is 0 for finite ``x`` and NaN for NaN/inf, so the sum cannot overflow and
+    ``x * 0`` is 0 for finite ``x`` and NaN for NaN/inf, so the sum cannot overflow (each
+    is taken in its tensor's own dtype: a float64 one would halve the vector lanes) and
     fuses into the step that produced the tensors. ``None`` and integer tensors are skipped.
     """
     sums = [
-        (t * 0).sum(dtype=torch.float64) for t in tensors if t is not None and t.is_floating_point()
+        (t * 0).sum().to(torch.float64) for t in tensors if t is not None and t.is_floating_point()
     ]
     return torch.stack(sums).sum() if sums else torch.zeros((), dtype=torch.float64)
 
