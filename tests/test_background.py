@@ -308,7 +308,7 @@ def test_background_module_pickles_the_env_step_job():
 
 def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeypatch):
     """Default collector on a default env: env-step rollouts at once, compiled ones later."""
-    from test_rollout import N, Policy, T
+    from test_rollout import N, Policy, T, expect_loop
 
     from gpuvec_envs.rollout import RolloutCollector
 
@@ -322,17 +322,7 @@ def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeyp
     collector = RolloutCollector(env, policy, T)
 
     def check(out, obs):
-        with torch.no_grad():
-            for t in range(T):
-                p = policy(obs)
-                nxt, rew, term, trunc, _ = ref.step(p["action"])
-                torch.testing.assert_close(out.obs[t], obs, rtol=0, atol=1e-12)
-                assert torch.equal(out.actions[t], p["action"])
-                torch.testing.assert_close(out.rewards[t], rew, rtol=0, atol=0)
-                assert torch.equal(out.terminated[t], term)
-                assert torch.equal(out.truncated[t], trunc)
-                obs = nxt
-        return obs
+        return expect_loop(out, policy, ref, obs, extras=False)
 
     obs = check(collector.collect(), obs)
     assert collector.kind == "env_step" and collector._scan_fn is None

@@ -49,6 +49,25 @@ class Policy(torch.nn.Module):
         }
 
 
+def expect_loop(out, policy, ref, obs, extras=True):
+    """Assert that the rollout ``out`` is ``policy`` stepped T times in ``ref`` from ``obs``
+    (and, with ``extras``, its log-probs and values); return the observation after it."""
+    with torch.no_grad():
+        for t in range(T):
+            p = policy(obs)
+            nxt, rew, term, trunc, _ = ref.step(p["action"])
+            torch.testing.assert_close(out.obs[t], obs, rtol=0, atol=1e-12)
+            assert torch.equal(out.actions[t], p["action"])
+            assert torch.equal(out.rewards[t], rew)
+            assert torch.equal(out.terminated[t], term)
+            assert torch.equal(out.truncated[t], trunc)
+            if extras:
+                torch.testing.assert_close(out.extras["log_prob"][t], p["log_prob"])
+                torch.testing.assert_close(out.extras["value"][t], p["value"])
+            obs = nxt
+    return obs
+
+
 def check_against_loop(backend, device="cpu", collects=2, module_policy=False, **kwargs):
     """Compare ``collects`` rollouts with a loop; between rollouts the policy's weights
     change in place (as an optimizer step does). ``module_policy``: pass the module itself
@@ -64,18 +83,7 @@ def check_against_loop(backend, device="cpu", collects=2, module_policy=False, *
             with torch.no_grad():
                 module.net.bias.copy_(torch.tensor([0.4, -0.4], dtype=torch.float64))
         out = collector.collect()
-        with torch.no_grad():
-            for t in range(T):
-                p = policy(obs)
-                nxt, rew, term, trunc, _ = ref.step(p["action"])
-                torch.testing.assert_close(out.obs[t], obs, rtol=0, atol=1e-12)
-                assert torch.equal(out.actions[t], p["action"])
-                assert torch.equal(out.rewards[t], rew)
-                assert torch.equal(out.terminated[t], term)
-                assert torch.equal(out.truncated[t], trunc)
-                torch.testing.assert_close(out.extras["log_prob"][t], p["log_prob"])
-                torch.testing.assert_close(out.extras["value"][t], p["value"])
-                obs = nxt
+        obs = expect_loop(out, policy, ref, obs)
         torch.testing.assert_close(out.next_obs, obs, rtol=0, atol=1e-12)
         # a random op inside the compiled loop draws new numbers at every step and env (a
         # draw reused across steps or envs would leave at most T or N distinct values);

@@ -37,6 +37,21 @@ class FakeMachine:
         return k
 
 
+def _auto(machine: FakeMachine, idle: float | None = None) -> ThreadControl:
+    """An ``"auto"`` control timed by ``machine``; idle cores ``idle`` or ``machine.idle``."""
+    cores = (lambda: machine.idle) if idle is None else (lambda: idle)
+    return ThreadControl("auto", clock=machine.clock, idle_cores=cores)
+
+
+def _run(control: ThreadControl, machine: FakeMachine, calls: int = 0, seconds: float = 0.0):
+    """``calls`` calls, then more until ``seconds`` of the machine's clock have passed."""
+    t0 = machine.now
+    for _ in range(calls):
+        control(machine.call)
+    while machine.now - t0 < seconds:
+        control(machine.call)
+
+
 @pytest.mark.parametrize("bad", [0, -1, "two", "AUTO"])
 def test_bad_num_threads_value(bad):
     with pytest.raises(ValueError, match="num_threads"):
@@ -76,35 +91,30 @@ def test_fixed_count_restored_after_an_exception(two_threads):
 
 def test_auto_drops_to_fewer_threads_when_a_core_is_taken(two_threads):
     machine = FakeMachine({2: 1e-3, 1: 1.6e-3})
-    control = ThreadControl("auto", clock=machine.clock, idle_cores=lambda: machine.idle)
-    for _ in range(50):
-        control(machine.call)
+    control = _auto(machine)
+    _run(control, machine, 50)
     assert control.threads == 2  # calm: the full team is faster
     machine.cost[2] = 20e-3  # another process takes a core: 2 threads stall
-    for _ in range(40):
-        control(machine.call)
+    _run(control, machine, 40)
     assert control.threads == 1
     assert control.switches == 1
     assert torch.get_num_threads() == 2  # the process's own setting is untouched
     # No core free: no probe of 2 threads for as long as that lasts.
     start = len(machine.runs)
-    for _ in range(2000):
-        control(machine.call)
+    _run(control, machine, 2000)
     assert machine.runs[start:].count(2) == 0
     # The core is free again: 2 threads come back within the longest probe interval.
     machine.cost[2], machine.idle = 1e-3, 1.0
     calls_per_interval = int(ThreadControl.PROBE_MAX_S / machine.cost[1]) + 20
-    for _ in range(calls_per_interval):
-        control(machine.call)
+    _run(control, machine, calls_per_interval)
     assert control.threads == 2
     assert control.switches == 2
 
 
 def test_auto_probes_rarely_on_a_calm_machine(two_threads):
     machine = FakeMachine({2: 1e-3, 1: 2e-3})
-    control = ThreadControl("auto", clock=machine.clock, idle_cores=lambda: 0.0)
-    for _ in range(5000):
-        control(machine.call)
+    control = _auto(machine, idle=0.0)
+    _run(control, machine, 5000)
     assert control.threads == 2 and control.switches == 0
     # each probe of 1 thread stops after one slower call; intervals grow to PROBE_MAX_S
     assert machine.runs.count(1) <= 10
@@ -114,14 +124,11 @@ def test_a_failed_probe_of_more_threads_waits_the_longest_interval(two_threads):
     """Cores that look idle but stall a bigger team (200x slower calls): after one failed
     try, more threads are tried again only every PROBE_MAX_S."""
     machine = FakeMachine({2: 40e-3, 1: 0.2e-3})
-    machine.idle = 1.0
-    control = ThreadControl("auto", clock=machine.clock, idle_cores=lambda: machine.idle)
-    for _ in range(20):
-        control(machine.call)
+    control = _auto(machine, idle=1.0)
+    _run(control, machine, 20)
     assert control.threads == 1
-    start, t0 = len(machine.runs), machine.now
-    while machine.now - t0 < 4 * ThreadControl.PROBE_MAX_S:
-        control(machine.call)
+    start = len(machine.runs)
+    _run(control, machine, seconds=4 * ThreadControl.PROBE_MAX_S)
     tries = machine.runs[start:].count(2)
     assert 3 <= tries <= 5  # one slow call per PROBE_MAX_S, not a doubling ramp from 0.2 s
     assert control.threads == 1
@@ -129,18 +136,16 @@ def test_a_failed_probe_of_more_threads_waits_the_longest_interval(two_threads):
 
 def test_two_stalled_calls_are_enough_to_try_fewer_threads(two_threads):
     machine = FakeMachine({2: 1e-3, 1: 1.6e-3})
-    control = ThreadControl("auto", clock=machine.clock, idle_cores=lambda: 0.0)
-    for _ in range(50):
-        control(machine.call)
+    control = _auto(machine, idle=0.0)
+    _run(control, machine, 50)
     machine.cost[2] = 60e-3  # a core is taken
     start = len(machine.runs)
-    for _ in range(20):
-        control(machine.call)
+    _run(control, machine, 20)
     assert control.threads == 1
     assert machine.runs[start:].count(2) == 2  # not a whole window of stalls
     # one hiccup alone changes nothing
     machine2 = FakeMachine({2: 1e-3, 1: 1.6e-3})
-    control2 = ThreadControl("auto", clock=machine2.clock, idle_cores=lambda: 0.0)
+    control2 = _auto(machine2, idle=0.0)
     for i in range(400):
         machine2.cost[2] = 30e-3 if i % 50 == 25 else 1e-3
         control2(machine2.call)
@@ -152,21 +157,19 @@ def test_a_lucky_probe_of_more_threads_is_dropped_at_its_second_stall(two_thread
     count it wins is dropped at the second stall, and the next try waits PROBE_MAX_S."""
 
     class Lucky(FakeMachine):
+        streak = 0  # consecutive calls with 2 threads, this one included
+
         def call(self) -> int:
-            k = torch.get_num_threads()
-            twos = len(self.runs) - max(i for i, r in enumerate([1, *self.runs]) if r == 1)
-            self.cost[2] = 0.1e-3 if k == 2 and twos < 4 else 60e-3  # 4 fast calls, then stalls
+            self.streak = self.streak + 1 if torch.get_num_threads() == 2 else 0
+            self.cost[2] = 0.1e-3 if self.streak <= 4 else 60e-3  # 4 fast calls, then stalls
             return super().call()
 
     machine = Lucky({2: 60e-3, 1: 0.2e-3})
-    machine.idle = 1.0  # /proc/stat says a core was free
-    control = ThreadControl("auto", clock=machine.clock, idle_cores=lambda: machine.idle)
-    for _ in range(40):
-        control(machine.call)
+    control = _auto(machine, idle=1.0)  # /proc/stat says a core was free
+    _run(control, machine, 40)
     assert control.threads == 1
-    start, t0 = len(machine.runs), machine.now
-    while machine.now - t0 < 4 * ThreadControl.PROBE_MAX_S:
-        control(machine.call)
+    start = len(machine.runs)
+    _run(control, machine, seconds=4 * ThreadControl.PROBE_MAX_S)
     runs = machine.runs[start:]
     tries = sum(1 for a, b in zip(runs, runs[1:], strict=False) if (a, b) == (1, 2))
     assert 3 <= tries <= 5

@@ -124,8 +124,8 @@ class ThreadControl:
         before = torch.get_num_threads()
         if self.threads is None:
             self.threads = before
-        k = self._probe if self._probe is not None else self.threads
-        if not self._auto:
+        k = self._count(before)
+        if not self._auto:  # no context manager here: this is every step's path
             if k == before:
                 return fn(*args)
             torch.set_num_threads(k)
@@ -133,7 +133,6 @@ class ThreadControl:
                 return fn(*args)
             finally:
                 torch.set_num_threads(before)
-        k = min(k, before)  # never more than the process allows
         if k != before:
             torch.set_num_threads(k)
         t0 = self._clock()
@@ -154,8 +153,7 @@ class ThreadControl:
         would stall on a busy core as the compiled kernels do.
         """
         before = torch.get_num_threads()
-        k = self._probe if self._probe is not None else self.threads
-        k = before if k is None else min(k, before)
+        k = self._count(before)
         if k == before:
             yield
             return
@@ -164,6 +162,13 @@ class ThreadControl:
             yield
         finally:
             torch.set_num_threads(before)
+
+    def _count(self, before: int) -> int:
+        """The thread count of the next call, given the process's ``before``."""
+        k = self._probe if self._probe is not None else self.threads
+        if k is None:
+            return before
+        return min(k, before) if self._auto else k  # auto: never more than the process allows
 
     # -- the "auto" policy -------------------------------------------------------------
     def _observe(self, dt: float, now: float, limit: int) -> None:
