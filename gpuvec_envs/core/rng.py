@@ -3,16 +3,14 @@
 Every env carries a 64-bit key (two 32-bit words derived from its seed) and a step
 counter. A draw is a hash of ``(key, counter, domain, stream)``, so env ``i``'s random
 stream depends only on its own seed and how many steps it has taken: never on
-``num_envs``, the device or the backend. Only int64 add/xor/shift/and and products that
-stay below 2**63 are used, so eager, compiled, CPU and CUDA results are bitwise equal.
-Uniform floats carry 24 random bits, exact in float32 and float64 alike.
+``num_envs``, the device or the backend. The hash runs on int32 lanes with xor, and,
+shifts and products that never overflow, so eager, compiled, CPU and CUDA results are
+bitwise equal. Uniform floats carry 24 random bits, exact in float32 and float64 alike.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import os
 from collections.abc import Callable
 
 import torch
@@ -27,87 +25,56 @@ STEP = 0x51ED270B
 RESET = 0x2545F491
 
 
-#: How :func:`hash32` multiplies on the CPU: ``"auto"`` (shifts and adds where the CPU's
-#: vector ISA has no 64-bit integer multiply, i.e. below AVX-512), ``"shift"`` or ``"mul"``.
-#: From ``GPUVEC_RNG_MULTIPLY``; read when a step is traced. Both give the same bits.
-RNG_MULTIPLY = os.environ.get("GPUVEC_RNG_MULTIPLY", "auto")
-# Read once: the vector ISA is fixed for the process, and dynamo cannot trace the query.
-_CPU_CAPABILITY = torch.backends.cpu.get_cpu_capability()
+def _signed(c: int, bits: int) -> int:
+    """The signed ``bits``-bit integer whose two's-complement bits are ``c``."""
+    return c - (1 << bits) if c >> (bits - 1) & 1 else c
 
 
-@functools.cache
-def _signed_digits(c: int) -> tuple[tuple[int, int], ...]:
-    """``c >= 0`` as ``sum(d * 2**k)`` with digits ``d`` in {-1, 1} (non-adjacent form)."""
-    out, k = [], 0
-    while c:
-        if c & 1:
-            d = 2 - (c & 3)  # +1 or -1, so that the next digit is 0
-            out.append((k, d))
-            c -= d
-        c >>= 1
-        k += 1
-    return tuple(out)
+def to_bits32(x: torch.Tensor) -> torch.Tensor:
+    """int64 values (only their low 32 bits are read) as int32 tensors of the same bits."""
+    return (((x + 0x80000000) & MASK32) - 0x80000000).to(torch.int32)
 
 
-def _times(x: torch.Tensor, c: int, shifts: bool) -> torch.Tensor:
-    """``x * c`` for a constant ``0 <= c < 2**16`` and ``0 <= x < 2**32`` (exact in int64)."""
-    if not shifts or c == 0:
-        return x * c
-    acc = None
-    for k, d in _signed_digits(c):
-        term = x << k if k else x
-        if acc is None:
-            acc = term if d > 0 else -term
-        else:
-            acc = acc + term if d > 0 else acc - term
-    return acc
+def from_bits32(x: torch.Tensor) -> torch.Tensor:
+    """int32 bits as int64 values in ``[0, 2**32)`` (the inverse of :func:`to_bits32`)."""
+    return x.to(torch.int64) & MASK32
 
 
-def _use_shifts(x: torch.Tensor) -> bool:
-    """Whether :func:`_mul32` multiplies by shifts and adds (see :data:`RNG_MULTIPLY`).
-
-    ATen's AVX2 vector type has no 64-bit multiply and multiplies lane by lane in scalar
-    code; shifts and adds of int64 vectors are single instructions there.
-    """
-    if RNG_MULTIPLY in ("shift", "mul"):
-        return RNG_MULTIPLY == "shift" and x.device.type == "cpu"
-    if RNG_MULTIPLY != "auto":
-        raise ValueError(f"GPUVEC_RNG_MULTIPLY must be auto, shift or mul, got {RNG_MULTIPLY!r}")
-    return x.device.type == "cpu" and not _CPU_CAPABILITY.startswith("AVX512")
+def _srl(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift of int32 bits by ``0 < k < 32``."""
+    return (x >> k) & ((1 << (32 - k)) - 1)
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
-    """``(x * c) mod 2**32`` for ``0 <= x < 2**32`` without int64 overflow.
+    """Bits of ``(x * c) mod 2**32`` for int32 bits ``x`` and a constant ``0 <= c < 2**32``.
 
-    ``c`` is split in 16-bit halves so every product stays below 2**49: signed overflow is
-    undefined behaviour in the C++ and CUDA code that inductor generates, so it is avoided.
-    Each product is a multiply or, on CPUs without a vector 64-bit multiply, a few shifts
-    and adds of the same value (:func:`_use_shifts`).
+    Schoolbook on 16-bit halves, with each constant half taken as a signed 16-bit number,
+    so that every product and sum stays inside int32: signed overflow is undefined in the
+    C++ and CUDA code that inductor generates, and int32 lanes are twice as many per
+    vector as int64 ones (AVX2 also has no int64 multiply).
     """
-    shifts = _use_shifts(x)
-    lo = _times(x, c & 0xFFFF, shifts)
-    hi = (_times(x, c >> 16, shifts) & 0xFFFF) << 16
-    return (lo + hi) & MASK32
+    c_lo, c_hi = _signed(c & 0xFFFF, 16), _signed(c >> 16, 16)
+    x_lo, x_hi = x & 0xFFFF, _srl(x, 16)
+    low = x_lo * c_lo  # the product by c's true low half, less x_lo * 2**16 if c_lo < 0
+    carry = low >> 16
+    if c_lo < 0:
+        carry = carry + x_lo
+    mid = ((x_hi * c_lo) & 0xFFFF) + ((x_lo * c_hi) & 0xFFFF) + carry
+    return (low & 0xFFFF) | ((mid & 0xFFFF) << 16)
 
 
-def _to_float(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """int64 ``x`` in ``[0, 2**24)`` as ``dtype`` (exact either way).
-
-    Below AVX-512 through int32: AVX2 converts int32 lanes to floats in one instruction but
-    has no int64 conversion, which its vector code emulates lane by lane.
-    """
-    if _use_shifts(x):
-        x = x.to(torch.int32)
-    return x.to(dtype)
+def _hash_bits(x: torch.Tensor) -> torch.Tensor:
+    """:func:`hash32` on int32 bits (what every draw computes)."""
+    x = x ^ _srl(x, 16)
+    x = _mul32(x, _M1)
+    x = x ^ _srl(x, 15)
+    x = _mul32(x, _M2)
+    return x ^ _srl(x, 16)
 
 
 def hash32(x: torch.Tensor) -> torch.Tensor:
     """Bijective 32-bit integer hash ("lowbias32") of int64 values in ``[0, 2**32)``."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, _M1)
-    x = x ^ (x >> 15)
-    x = _mul32(x, _M2)
-    return x ^ (x >> 16)
+    return from_bits32(_hash_bits(to_bits32(x)))
 
 
 def hash32_int(x: int) -> int:
@@ -152,7 +119,8 @@ class Rng:
     def __init__(
         self, key0: torch.Tensor, key1: torch.Tensor, counter: torch.Tensor, domain: int
     ) -> None:
-        self._base = hash32(hash32((counter & MASK32) ^ key1 ^ domain) ^ key0)
+        inner = _hash_bits(to_bits32(counter ^ key1 ^ domain))
+        self._base = _hash_bits(inner ^ to_bits32(key0))  # (N,) int32 bits
         self._next = 0
 
     @property
@@ -168,7 +136,7 @@ class Rng:
     def _draw(
         self, shape: tuple[int, ...], word: Callable[[torch.Tensor], torch.Tensor]
     ) -> torch.Tensor:
-        """``word(bits)`` of the next streams, shape (N, *shape).
+        """``word(bits)`` of the next streams (int32 bits), shape (N, *shape).
 
         Stream ``k``'s bits are ``hash32(base ^ hash32(2k + 1))``, computed as one broadcast
         (N, count) hash against trace-time constants. (Building each stream as its own (N,)
@@ -179,14 +147,14 @@ class Rng:
             count *= s
         first = self._next
         self._next += count
-        consts = [stream_constant(k) for k in range(first, first + count)]
-        streams = torch.tensor(consts, dtype=torch.int64, device=self.device)
-        out = word(hash32(self._base[:, None] ^ streams[None, :]))
+        consts = [_signed(stream_constant(k), 32) for k in range(first, first + count)]
+        streams = torch.tensor(consts, dtype=torch.int32, device=self.device)
+        out = word(_hash_bits(self._base[:, None] ^ streams[None, :]))
         return out.reshape(self.num_envs, *shape)
 
     def bits(self, *shape: int) -> torch.Tensor:
         """Shape (N, *shape) int64 uniform in ``[0, 2**32)``."""
-        return self._draw(shape, lambda b: b)
+        return self._draw(shape, from_bits32)
 
     def uniform(
         self,
@@ -196,16 +164,23 @@ class Rng:
         dtype: torch.dtype = torch.float32,
     ) -> torch.Tensor:
         """Shape (N, *shape) floats uniform in ``[low, high)`` (24 random bits)."""
-        if isinstance(low, torch.Tensor) or isinstance(high, torch.Tensor):
-            unit = _to_float(self.bits(*shape) >> 8, dtype) * (1.0 / (1 << 24))
-            return low + (high - low) * unit
-        return self._draw(
-            shape, lambda b: low + (high - low) * (_to_float(b >> 8, dtype) * (1.0 / (1 << 24)))
-        )
+        unit = self._draw(shape, lambda b: _srl(b, 8).to(dtype) * (1.0 / (1 << 24)))
+        return low + (high - low) * unit
 
     def randint(self, high: int, *shape: int) -> torch.Tensor:
-        """Shape (N, *shape) int64 uniform in ``[0, high)``, ``0 < high < 2**31``."""
-        return self._draw(shape, lambda b: (b * high) >> 32)
+        """Shape (N, *shape) int64 uniform in ``[0, high)``, ``0 < high < 2**31``.
+
+        ``(bits * high) >> 32``; for ``high < 2**15`` computed in int32 as
+        ``(hi * high + ((lo * high) >> 16)) >> 16`` over the 16-bit halves (same value).
+        """
+        if high < 1 << 15:
+            return self._draw(
+                shape,
+                lambda b: ((_srl(b, 16) * high + ((b & 0xFFFF) * high >> 16)) >> 16).to(
+                    torch.int64
+                ),
+            )
+        return self._draw(shape, lambda b: (from_bits32(b) * high) >> 32)
 
     def bernoulli(self, p: float, *shape: int) -> torch.Tensor:
         """Shape (N, *shape) bool: exactly ``uniform(*shape) < p`` of the same draws.
@@ -215,4 +190,4 @@ class Rng:
         depend on the float dtype.
         """
         threshold = math.ceil(p * (1 << 24))
-        return self._draw(shape, lambda b: (b >> 8) < threshold)
+        return self._draw(shape, lambda b: _srl(b, 8) < threshold)

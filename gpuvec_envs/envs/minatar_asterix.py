@@ -111,9 +111,11 @@ def step(
         ``(state, reward, terminal)``: reward (N,) float32 (gold picked up), terminal
         (N,) bool.
     """
-    draws = rng.bits(3)
-    from_left = _below(draws[:, 0], 1 / 2)
-    is_gold = _below(draws[:, 1], 1 / 3)
+    # Three single-stream draws equal ``rng.bits(3)``'s columns; the columns of one (N, 3)
+    # draw compile to a per-env scalar loop (as in cartpole's reset).
+    draws = tuple(rng.bits() for _ in range(3))
+    from_left = _below(draws[0], 1 / 2)
+    is_gold = _below(draws[1], 1 / 3)
 
     # Spawn into the j-th free slot, j = randint(number of free slots); none if all full.
     spawn = s.spawn_timer == 0
@@ -124,7 +126,7 @@ def step(
     count = free - ((free >> 1) & 0x55)  # popcount of 8 bits
     count = (count & 0x33) + ((count >> 2) & 0x33)
     n_free = (count + (count >> 4)) & 15
-    j = ((draws[:, 2] * n_free) >> 32).to(I32)
+    j = ((draws[2] * n_free) >> 32).to(I32)
     rank = torch.zeros_like(free)  # free slots before slot i
     slot = torch.full_like(free, -1)  # the chosen slot, -1: none
     for i in range(8):
@@ -209,29 +211,31 @@ def step(
 def observation(params: MinAtarParams, s: AsterixState) -> torch.Tensor:
     """(N, 10, 10, 4) bool, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
 
-    Built by scattering into zeros, as uint8 viewed as bool: 16 values per env (each
-    slot's entity and trail, from one broadcast expression over per-index tables), then
-    the player. Slot ``i`` alone writes channels 1-3 of row ``i + 1``, so an empty slot
-    or an off-screen trail writes a 0 to a cell of its own row that nothing else writes.
-    At most 17 of 400 bytes are set, so this sparse write beats computing every byte.
+    Built by one scatter into zeros, as uint8 viewed as bool: 17 values per env (each
+    slot's entity and trail, then the player, from one broadcast expression over per-index
+    tables). Slot ``i`` alone writes channels 1-3 of row ``i + 1``, so an empty slot or an
+    off-screen trail writes a 0 to a cell of its own row that nothing else writes; the
+    player alone writes channel 0. At most 17 of 400 bytes are set, so this sparse write
+    beats computing every byte, and one scatter writes the output buffer in place (a
+    second one would copy the whole buffer first).
     """
     dev = s.player_x.device
-    slot = torch.arange(16, dtype=I32, device=dev) % 8  # index j: slot j % 8
-    is_trail = torch.arange(16, dtype=I32, device=dev) >= 8  # j < 8: the entity, else trail
-    e = _nibble(s.enemy[:, None], slot)  # (N, 16) column plus one, 0: none
+    j = torch.arange(17, dtype=I32, device=dev)
+    slot = j % 8  # index j < 16: slot j % 8; j = 16: the player
+    is_trail = j >= 8  # j < 8: the entity, else its trail
+    e = _nibble(s.enemy[:, None], slot)  # (N, 17) column plus one, 0: none
     g = _nibble(s.gold[:, None], slot)
     v = e | g
     back = torch.where(_bit(s.right[:, None], slot) != 0, v - 2, v)  # trail column
     base = (slot + 1) * 40
     entity = base + (v - 1).clamp(min=0) * 4 + torch.where(g != 0, 3, 1)
     trail = base + back.clamp(0, 9) * 4 + 2
-    index = torch.where(is_trail, trail, entity)
-    shown = (v != 0) & (~is_trail | ((back >= 0) & (back <= 9)))
+    player = ((s.player_y * 10 + s.player_x) * 4)[:, None]
+    index = torch.where(j == 16, player, torch.where(is_trail, trail, entity))
+    shown = (j == 16) | ((v != 0) & (~is_trail | ((back >= 0) & (back <= 9))))
     n = s.player_x.shape[0]
     obs = torch.zeros(n, 400, dtype=torch.uint8, device=dev)
     obs = obs.scatter(1, index.to(torch.int64), shown.to(I32).to(torch.uint8))
-    player = (s.player_y * 10 + s.player_x) * 4
-    obs = obs.scatter(1, player.to(torch.int64)[:, None], torch.ones_like(obs[:, :1]))
     return obs.view(torch.bool).view(n, 10, 10, 4)
 
 

@@ -78,14 +78,15 @@ def car_draws(rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
     base-5 digits of ``word / 2**32`` (multiply by 5, take the integer part), which needs
     no division.
     """
-    words = rng.bits(2)
-    frac = words[:, 0]
+    # Two single-stream draws equal ``rng.bits(2)``'s columns (and compile to a loop
+    # vectorised over the envs, not a per-env scalar loop).
+    frac, left = rng.bits(), rng.bits()
     period = torch.zeros_like(frac)
     for i in reversed(range(8)):
         frac = frac * 5
         period = period | (((frac >> 32) + 1) << (4 * i))
         frac = frac & MASK32
-    return period.to(I32), (words[:, 1] & 255).to(I32)
+    return period.to(I32), (left & 255).to(I32)
 
 
 def reset(params: MinAtarParams, rng: Rng) -> FreewayState:
@@ -156,25 +157,26 @@ def step(
 def observation(params: MinAtarParams, s: FreewayState) -> torch.Tensor:
     """(N, 10, 10, 7) bool, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
 
-    Built by scattering ones into zeros, as uint8 viewed as bool: 16 flat indices per env
-    (8 cars, 8 trails) from one broadcast expression over per-index tables (not a
-    concatenation of columns), then the chicken. Only 17 of 700 bytes are set, so a sparse
-    write beats computing every byte; 16 indices fill exactly one int32 vector.
+    Built by one scatter of ones into zeros, as uint8 viewed as bool: 17 flat indices per
+    env (8 cars, 8 trails, the chicken) from one broadcast expression over per-index tables
+    (not a concatenation of columns). Only 17 of 700 bytes are set, so a sparse write beats
+    computing every byte, and one scatter writes the output buffer in place (a second one
+    would copy the whole buffer first).
     """
     dev = s.pos.device
-    car = torch.arange(16, dtype=I32, device=dev) % 8  # index j: car j % 8
-    is_trail = torch.arange(16, dtype=I32, device=dev) >= 8  # j < 8: the car, else its trail
-    x = (s.car_x[:, None] >> (4 * car)) & 15  # (N, 16)
+    j = torch.arange(17, dtype=I32, device=dev)
+    car = j % 8  # index j < 16: car j % 8; j = 16: the chicken
+    is_trail = j >= 8  # j < 8: the car, else its trail
+    x = (s.car_x[:, None] >> (4 * car)) & 15  # (N, 17)
     left = ((s.car_left[:, None] >> car) & 1) != 0
     back = torch.where(left, torch.where(x == 9, 0, x + 1), torch.where(x == 0, 9, x - 1))
     period = (s.car_period[:, None] >> (4 * car)) & 15
     row = car + 1
     index = torch.where(is_trail, (row * 10 + back) * 7 + 1 + period, (row * 10 + x) * 7 + 1)
+    index = torch.where(j == 16, ((s.pos * 10 + 4) * 7)[:, None], index)
     n = s.pos.shape[0]
     obs = torch.zeros(n, 700, dtype=torch.uint8, device=dev)
-    obs = obs.scatter(1, index.to(torch.int64), torch.ones_like(obs[:, :16]))
-    chicken = (s.pos * 10 + 4) * 7
-    obs = obs.scatter(1, chicken.to(torch.int64)[:, None], torch.ones_like(obs[:, :1]))
+    obs = obs.scatter(1, index.to(torch.int64), torch.ones_like(obs[:, :17]))
     return obs.view(torch.bool).view(n, 10, 10, 7)
 
 

@@ -1,0 +1,68 @@
+"""The RNG's int32-lane hash gives lowbias32's bits, eager and compiled, without overflow."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpuvec_envs import compiler
+from gpuvec_envs.core import rng
+
+EDGES = [0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1]
+VALUES = torch.tensor(
+    EDGES + torch.randint(0, 2**32, (4093,), generator=torch.Generator().manual_seed(0)).tolist()
+)
+REFERENCE = [rng.hash32_int(int(v)) for v in VALUES]
+
+
+def test_hash_equals_the_python_reference():
+    assert rng.hash32(VALUES).tolist() == REFERENCE
+
+
+def test_compiled_hash_equals_the_python_reference():
+    compiled = compiler.compile_flat(lambda x: (rng.hash32(x),), (VALUES,))
+    assert compiled(VALUES)[0].tolist() == REFERENCE
+
+
+@pytest.mark.parametrize("c", [0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x7FEB352D, 0x846CA68B, 2**32 - 1])
+def test_multiply_is_exact_mod_2_32(c):
+    """Every constant-half sign case, including x's own edge values."""
+    got = rng.from_bits32(rng._mul32(rng.to_bits32(VALUES), c))
+    assert got.tolist() == [(int(v) * c) & rng.MASK32 for v in VALUES]
+
+
+def test_bits_round_trip():
+    assert torch.equal(rng.from_bits32(rng.to_bits32(VALUES)), VALUES)
+    assert rng.to_bits32(VALUES).dtype == torch.int32
+
+
+@pytest.mark.parametrize("high", [1, 2, 3, 9, 1000, 2**15 - 1, 2**15, 2**31 - 1])
+def test_randint_is_the_high_bits_of_the_product(high):
+    """Both routes (int32 below 2**15, int64 above) equal ``(bits * high) >> 32``."""
+    n = 64
+    key0, key1 = rng.keys_from_seeds(torch.arange(n))
+    counter = torch.arange(n) * 7
+    bits = rng.Rng(key0, key1, counter, rng.STEP).bits(9)
+    got = rng.Rng(key0, key1, counter, rng.STEP).randint(high, 9)
+    assert got.dtype == torch.int64
+    assert torch.equal(got, (bits * high) >> 32)
+
+
+def test_randint_int32_route_at_the_largest_bits():
+    """The int32 route's partial sums stay below 2**31 at the largest inputs."""
+    bits = torch.tensor([2**32 - 1, 2**32 - 2**16, 2**16 - 1, 2**31])
+    b = rng.to_bits32(bits)
+    for high in (2**15 - 1, 12345):
+        got = (rng._srl(b, 16) * high + ((b & 0xFFFF) * high >> 16)) >> 16
+        assert got.tolist() == [(int(v) * high) >> 32 for v in bits]
+
+
+def test_uniform_and_bernoulli_use_the_top_24_bits():
+    key0, key1 = rng.keys_from_seeds(torch.arange(32))
+    counter = torch.full((32,), 5)
+    bits = rng.Rng(key0, key1, counter, rng.RESET).bits(6)
+    uniform = rng.Rng(key0, key1, counter, rng.RESET).uniform(6, low=-1.0, high=3.0)
+    expected = -1.0 + 4.0 * ((bits >> 8).to(torch.float32) * (1.0 / (1 << 24)))
+    assert torch.equal(uniform, expected)
+    coin = rng.Rng(key0, key1, counter, rng.RESET).bernoulli(0.3, 6)
+    assert torch.equal(coin, (bits >> 8) < 5033165)  # ceil(0.3 * 2**24)
