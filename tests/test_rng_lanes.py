@@ -36,6 +36,15 @@ def test_bits_round_trip():
     assert rng.to_bits32(VALUES).dtype == torch.int32
 
 
+def test_only_the_low_32_bits_of_the_counter_count():
+    key0, key1 = rng.keys_from_seeds(torch.arange(4))
+    low = torch.tensor([0, 5, 2**31, 2**32 - 1])
+    high = low + torch.tensor([2**32, 2**40, 2**62, 2**32 * 7])
+    a = rng.Rng(key0, key1, low, rng.STEP).bits(3)
+    b = rng.Rng(key0, key1, high, rng.STEP).bits(3)
+    assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("high", [1, 2, 3, 9, 1000, 2**15 - 1, 2**15, 2**31 - 1])
 def test_randint_is_the_high_bits_of_the_product(high):
     """Both routes (int32 below 2**15, int64 above) equal ``(bits * high) >> 32``."""

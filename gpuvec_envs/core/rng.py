@@ -32,7 +32,7 @@ def _signed(c: int, bits: int) -> int:
 
 def to_bits32(x: torch.Tensor) -> torch.Tensor:
     """int64 values (only their low 32 bits are read) as int32 tensors of the same bits."""
-    return (((x + 0x80000000) & MASK32) - 0x80000000).to(torch.int32)
+    return (((x & MASK32) ^ 0x80000000) - 0x80000000).to(torch.int32)
 
 
 def from_bits32(x: torch.Tensor) -> torch.Tensor:
