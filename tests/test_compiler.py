@@ -32,6 +32,7 @@ from gpuvec_envs.registry import REGISTRY
 
 
 def test_options_come_from_defaults_env_var_entry_and_keyword(monkeypatch):
+    monkeypatch.delenv("GPUVEC_COMPILER", raising=False)  # tests/conftest.py sets one
     assert resolve() == CompilerOptions()
     monkeypatch.setenv("GPUVEC_COMPILER", " lean_wrapper=0, cpp_schedule=off ")
     assert from_env() == {"lean_wrapper": False, "cpp_schedule": False}

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from gpuvec_envs.compiler import warm
 from gpuvec_envs.compiler.background import BackgroundBuild, WarmJob
 from gpuvec_envs.compiler.options import CompilerOptions, resolve
 from gpuvec_envs.compiler.pytree import on_cuda
@@ -54,7 +55,9 @@ class Backend:
     changes no state a state-first call carries, but eager and compiled float results can
     differ in the last bit, and the switch point depends on timing. On CUDA, ``background``
     and ``auto`` compile at the first call, as ``compile`` does (the CUDA graph is captured
-    on the caller's thread); on the CPU ``auto`` is ``background``.
+    on the caller's thread); on the CPU ``auto`` is ``background``. With the
+    ``warm_start`` switch (on by default), a CPU call that an earlier process compiled
+    (:mod:`~gpuvec_envs.compiler.warm`) is built from the cache at the first call instead.
 
     Args:
         fn: The pure function.
@@ -116,6 +119,7 @@ class Backend:
         self._eager_seconds = 0.0
         self._pending: BackgroundBuild | None = None
         self._compile_next = False  # compile at the next call (the job did not pickle)
+        self._warm_key: str | None = None  # the marker name (compiler.warm), once known
         # the process's thread count: inductor's code generation reads it, and a compile
         # from inside a thread-limited call (ThreadControl) would build other code
         self._compile_threads = torch.get_num_threads()
@@ -127,11 +131,13 @@ class Backend:
         if (
             self._compile_next
             or self.mode == "compile"
-            or (self.eager_calls == 0 and on_cuda(args))
+            or (self.eager_calls == 0 and (on_cuda(args) or self._cache_is_warm(args)))
         ):
             self._compiled_once = True
             self.name = "compile"
-            return self._adopt(self._compile(args))
+            out = self._adopt(self._compile(args))
+            self._mark_warm(args)
+            return out
         pending = self._pending
         if pending is not None and pending.done:
             return self._switch(pending, args)
@@ -236,6 +242,7 @@ class Backend:
             )
             return self.eager_fn(*args)
         out = self._adopt(built)
+        self._mark_warm(args)
         self.report = dataclasses.replace(
             self.report, background=pending.note, eager_calls=self.eager_calls
         )
@@ -247,6 +254,26 @@ class Backend:
             self.report.compile_seconds,
         )
         return out
+
+    def _cache_is_warm(self, args: tuple[Any, ...]) -> bool:
+        """Whether an earlier process compiled this call into inductor's cache (CPU only)."""
+        if not self.options.warm_start:
+            return False
+        self._warm_key = warm.call_key(self._raw, self._bound, args, self._warm_settings())
+        return warm.is_warm(self._warm_key)
+
+    def _mark_warm(self, args: tuple[Any, ...]) -> None:
+        """Record a CPU call that compiled (see :mod:`~gpuvec_envs.compiler.warm`)."""
+        if not self.options.warm_start or self.kind == "eager" or on_cuda(args):
+            return
+        key = self._warm_key
+        if key is None:
+            key = warm.call_key(self._raw, self._bound, args, self._warm_settings())
+        warm.mark_warm(key)
+
+    def _warm_settings(self) -> tuple[Any, ...]:
+        """What besides the function and its arguments decides the compiled code."""
+        return (self.options.items(), self._compile_threads)
 
     def _adopt(self, built: tuple[Callable[..., Any], Strategy, CompileReport, Any]) -> Any:
         """Run later calls through a :meth:`_compile` result; return its first output."""

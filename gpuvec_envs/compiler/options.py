@@ -33,6 +33,10 @@ class CompilerOptions:
         cpp_schedule: Reorder the loads and stores of crowded C++ loop bodies.
         retain_memory: Keep freed host memory in the process (glibc ``mallopt``), so fresh
             CPU step outputs do not page-fault; process-wide, set by the first CPU env.
+        warm_start: At the first call of the ``auto``/``background`` backend, build at
+            once (seconds) a call that an earlier process compiled into inductor's cache,
+            instead of stepping eagerly while a child process re-derives it
+            (:mod:`~gpuvec_envs.compiler.warm`).
         inductor: ``torch._inductor.config`` values set while compiling (not settable
             from the environment variable).
     """
@@ -44,6 +48,7 @@ class CompilerOptions:
     lean_wrapper: bool = True
     cpp_schedule: bool = True
     retain_memory: bool = True
+    warm_start: bool = True
     inductor: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -1,0 +1,110 @@
+"""Warm start: a call that an earlier process compiled builds at the first ``auto`` call."""
+
+from __future__ import annotations
+
+import threading
+
+import gymnasium as gym
+import pytest
+import torch
+from test_background import _Double, _no_child
+
+import gpuvec_envs  # noqa: F401 - registers the IDs
+from gpuvec_envs.compiler import Backend, warm
+from gpuvec_envs.compiler import backend as compiler_backend
+
+
+def _times2(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+def _backend(mode: str, on: bool = True) -> Backend:
+    return Backend(_times2, (), mode, "warm", strategies=(_Double(),), compiler={"warm_start": on})
+
+
+@pytest.fixture
+def markers(tmp_path, monkeypatch):
+    folder = tmp_path / "gpuvec_warm"
+    monkeypatch.setattr(warm, "marker_dir", lambda: folder)
+    _no_child(monkeypatch)
+    return folder
+
+
+def test_a_compile_leaves_a_marker_and_auto_then_builds_at_its_first_call(markers):
+    x = torch.arange(4.0)
+    cold = _backend("background")
+    assert torch.equal(cold(x), x * 2) and cold.name == "eager"  # no marker: eager
+    cold.cancel()
+    first = _backend("compile")
+    assert torch.equal(first(x), x * 2 + 1000)
+    assert len(list(markers.iterdir())) == 1
+    hot = _backend("auto")
+    assert torch.equal(hot(x), x * 2 + 1000)  # compiled at the very first call
+    assert hot.name == "compile" and hot.eager_calls == 0 and hot._pending is None
+
+
+def test_the_background_switch_leaves_a_marker(markers, monkeypatch):
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    x = torch.arange(4.0)
+    b = _backend("background")
+    b(x)
+    assert b.wait(60)
+    assert torch.equal(b(x), x * 2 + 1000) and b.eager_calls == 1
+    assert [p.name for p in markers.iterdir()] == [
+        warm.call_key(_times2, (), (x,), b._warm_settings())
+    ]
+
+
+def test_other_shapes_and_the_switch_off_stay_eager(markers):
+    x = torch.arange(4.0)
+    _backend("compile")(x)
+    other = _backend("auto")
+    assert torch.equal(other(torch.arange(5.0)), torch.arange(5.0) * 2)
+    assert other.name == "eager"
+    other.cancel()
+    off = _backend("auto", on=False)
+    warm.mark_warm(warm.call_key(_times2, (), (x,), off._warm_settings()))
+    assert torch.equal(off(x), x * 2) and off.name == "eager"
+    off.cancel()
+
+
+def test_the_key_follows_what_changes_the_compiled_code():
+    x = torch.arange(4.0)
+    key = warm.call_key(_times2, (), (x,), ("options", 2))
+    assert key == warm.call_key(_times2, (), (x.clone(),), ("options", 2))
+    changed = [
+        warm.call_key(_times2, (), (torch.arange(5.0),), ("options", 2)),
+        warm.call_key(_times2, (), (torch.arange(4),), ("options", 2)),
+        warm.call_key(_times2, (), (torch.arange(8.0)[::2],), ("options", 2)),
+        warm.call_key(_times2, (), (x,), ("options", 1)),
+        warm.call_key(torch.neg, (), (x,), ("options", 2)),
+        warm.call_key(_times2, (3,), (x,), ("options", 2)),
+    ]
+    assert None not in changed and len({key, *changed}) == 7
+    lock = threading.Lock()
+    assert warm.call_key(_times2, (lock,), (x,), ()) is None  # does not pickle: no key
+
+
+def test_an_env_compiled_before_runs_compiled_from_its_first_step(markers):
+    kw = dict(num_envs=8, max_episode_steps=30, compiler_options={"warm_start": True})
+    actions = [
+        torch.randint(0, 2, (8,), generator=torch.Generator().manual_seed(i)) for i in range(40)
+    ]
+    ref = gym.make_vec("gpuvec/CartPole-v1", backend="compile", **kw)
+    env = gym.make_vec("gpuvec/CartPole-v1", **kw)  # backend="auto"
+    try:
+        ref.reset(seed=3)
+        env.reset(seed=3)
+        ref.step(actions[0])  # compiles, leaves the marker
+        assert len(list(markers.iterdir())) == 1
+        env.step(actions[0])
+        step = env.unwrapped._step
+        assert step.name == "compile" and step.eager_calls == 0
+        assert env.unwrapped.compile_report is not None
+        for a in actions[1:]:
+            got, want = env.step(a), ref.step(a)
+            for g, w in zip(got[:4], want[:4], strict=True):
+                assert torch.equal(g, w)
+    finally:
+        env.close()
+        ref.close()
