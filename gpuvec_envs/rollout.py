@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import torch
 
 from gpuvec_envs import compiler
-from gpuvec_envs.compiler import threads
+from gpuvec_envs.compiler import threads, warm
 from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.strategies import fresh_function
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
@@ -299,6 +299,13 @@ class RolloutCollector:
         keeps the env-step loop.
         """
         if self._scan_build is None:
+            if self._scan_is_warm(state, obs):
+                try:
+                    self._scan_fn = self._build_scan_fn(state, obs)
+                    _log.info("rollout scan built from the warm cache at the first collect")
+                    return True
+                except Exception:  # noqa: BLE001 - a stale marker: compile as if cold
+                    self._scan_fn = None
             self._start_scan_build()
             if self._scan_build is None:  # the policy does not pickle
                 return False
@@ -320,6 +327,28 @@ class RolloutCollector:
                 reason = f"{type(exc).__name__}: {exc}"
         self._keep_env_step(reason)
         return False
+
+    def _scan_key(self, state: ShellState, obs: torch.Tensor) -> str | None:
+        """The scan's warm-start marker name (:mod:`~gpuvec_envs.compiler.warm`).
+
+        The policy (an ``nn.Module`` or its method; None for other callables) enters by
+        its class and its weights' names, shapes and dtypes, not their values: they change
+        from run to run, and the scan reads them as inputs.
+        """
+        env = self.env
+        module = _policy_module(self.policy)
+        if module is None:  # compiled by torch.compile at its first call: never marked
+            return None
+        tensors = [*module.named_parameters(), *module.named_buffers()]
+        weights = tuple((k, tuple(v.shape), str(v.dtype)) for k, v in tensors)
+        method = getattr(self.policy, "__name__", None)
+        bound = (env.env_def, env.params, env.cfg, type(module), weights, method, self.num_steps)
+        settings = (env.compiler_options.items(), torch.get_num_threads(), "rollout scan")
+        return warm.call_key(_ScanJob, bound, (state, obs), settings)
+
+    def _scan_is_warm(self, state: ShellState, obs: torch.Tensor) -> bool:
+        """Whether an earlier process compiled this collector's scan (``warm_start``)."""
+        return self.env.compiler_options.warm_start and warm.is_warm(self._scan_key(state, obs))
 
     def _env_step_pending(self) -> bool:
         """Whether the env's own step still waits for its background compile.
@@ -512,9 +541,12 @@ class RolloutCollector:
             return new_leaves, next_obs, (obs.clone(), action, reward, term, trunc, extras)
 
         module = _policy_module(self.policy)
-        if module is not None:
-            return self._build_flat_scan(scan_body, module, state, obs)
-        return self._build_dynamo_scan(scan_body)
+        if module is None:
+            return self._build_dynamo_scan(scan_body)  # compiles at its first call
+        fn = self._build_flat_scan(scan_body, module, state, obs)
+        if self.env.device.type == "cpu" and self.env.compiler_options.warm_start:
+            warm.mark_warm(self._scan_key(state, obs))
+        return fn
 
     def _build_flat_scan(
         self,

@@ -108,3 +108,31 @@ def test_an_env_compiled_before_runs_compiled_from_its_first_step(markers):
     finally:
         env.close()
         ref.close()
+
+
+def test_a_collector_scan_compiled_before_builds_at_the_first_collect(markers):
+    """The scan's key leaves out the policy's weight values: a new policy of the same
+    class and shapes finds the marker, and the rollout still equals the env-step loop."""
+    from test_rollout import N, Policy, T, expect_loop
+
+    from gpuvec_envs.rollout import RolloutCollector
+
+    kw = dict(num_envs=N, dtype=torch.float64, max_episode_steps=12)
+    kw["compiler_options"] = {"warm_start": True}
+    first = gym.make_vec("gpuvec/CartPole-v1", backend="compile", **kw)
+    first.reset(seed=1)
+    RolloutCollector(first, Policy(), T, scan=True).collect()  # builds the scan: a marker
+    assert len(list(markers.iterdir())) == 1
+    env = gym.make_vec("gpuvec/CartPole-v1", **kw)  # backend="auto"
+    ref = gym.make_vec("gpuvec/CartPole-v1", backend="eager", **kw)
+    env.reset(seed=3)
+    obs, _ = ref.reset(seed=3)
+    policy = Policy()
+    with torch.no_grad():
+        policy.net.bias.fill_(0.25)  # other weight values, same shapes
+    collector = RolloutCollector(env, policy, T)
+    obs = expect_loop(collector.collect(), policy, ref, obs, extras=False)
+    assert collector._scan_fn is not None and collector._scan_build is None  # no child
+    assert len(collector._trial_times["scan"]) == 1  # the first rollout ran the scan
+    for e in (first, env, ref):
+        e.close()

@@ -5,10 +5,11 @@ inductor's cache directory. At its first call the ``auto``/``background`` backen
 for its marker: when there is one, the graph is in the cache and builds in seconds, so it
 is built there and then, instead of stepping eagerly while a child process derives the
 same cache entry again (several seconds of import and tracing). The key covers what
-changes the compiled code: the function and its bound arguments (cloudpickled), the
-arguments' shapes, strides, dtypes and devices, the compiler options and thread count,
-torch's version, the CPU's vector ISA, and the source files of gpuvec_envs and of the
-modules defining the function and its bound objects. Clearing the cache clears the markers.
+changes the compiled code: the function and its bound arguments (pickled, by reference
+where they can be, tensors by shape, dtype and device only), the arguments' shapes,
+strides, dtypes and devices, the compiler options and thread count, torch's version, the
+CPU's vector ISA, and the source files of gpuvec_envs and of the modules defining the
+function and its bound objects. Clearing the cache clears the markers.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import pathlib
+import pickle
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -66,6 +69,15 @@ def _module_files(objects: tuple[Any, ...]) -> list[str]:
     return sorted(files)
 
 
+class _MetaPickler(pickle.Pickler):
+    """Pickles tensors by shape, dtype and device only: weights change from run to run."""
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return ("tensor", tuple(obj.shape), str(obj.dtype), obj.device.type)
+        return None
+
+
 def call_key(
     fn: Callable[..., Any], bound: tuple[Any, ...], args: tuple[Any, ...], settings: Any
 ) -> str | None:
@@ -74,12 +86,17 @@ def call_key(
     ``settings`` is anything with a stable ``repr`` that the compiled code depends on (the
     compiler options and the thread count). None when ``fn`` or ``bound`` do not pickle.
     """
-    try:
-        import cloudpickle
+    try:  # by reference where possible: cloudpickle tags classes it copies with a uuid
+        buffer = io.BytesIO()
+        _MetaPickler(buffer, protocol=4).dump((fn, bound))
+        blob = buffer.getvalue()
+    except Exception:  # noqa: BLE001 - lambdas, closures: cloudpickle copies them
+        try:
+            import cloudpickle
 
-        blob = cloudpickle.dumps((fn, bound))
-    except Exception:  # noqa: BLE001 - no key, no warm start
-        return None
+            blob = cloudpickle.dumps((fn, bound))
+        except Exception:  # noqa: BLE001 - no key, no warm start
+            return None
     h = hashlib.sha256(blob)
     for leaf in torch.utils._pytree.tree_leaves(args):
         if isinstance(leaf, torch.Tensor):
