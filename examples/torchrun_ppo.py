@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> dict:
             pathlib.Path(args.result_json).write_text(json.dumps(result, indent=1))
     envs.close()
     if dist.is_initialized():
+        dist.barrier()  # no rank tears gloo down while another still talks to it
         dist.destroy_process_group()
     return result
 
