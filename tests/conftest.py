@@ -1,4 +1,4 @@
-"""Settings for the whole test session."""
+"""Settings that every test run starts with."""
 
 from __future__ import annotations
 
