@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
 import threading
 
 import gymnasium as gym
@@ -136,3 +140,35 @@ def test_a_collector_scan_compiled_before_builds_at_the_first_collect(markers):
     assert len(collector._trial_times["scan"]) == 1  # the first rollout ran the scan
     for e in (first, env, ref):
         e.close()
+
+
+@pytest.mark.parametrize("set_dir", [True, False])
+def test_the_marker_folder_is_in_inductors_cache_dir(set_dir, monkeypatch, tmp_path):
+    from torch._inductor.runtime import cache_dir_utils
+
+    if set_dir:
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "rel" / ".."))
+    else:
+        monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+        monkeypatch.setattr(cache_dir_utils.os, "makedirs", lambda *a, **k: None)
+    # the rule used before inductor is imported, then inductor's own function
+    monkeypatch.delitem(sys.modules, "torch._inductor.runtime.cache_dir_utils")
+    ours = warm.inductor_cache_dir()
+    monkeypatch.setitem(sys.modules, "torch._inductor.runtime.cache_dir_utils", cache_dir_utils)
+    assert ours == cache_dir_utils.cache_dir() == warm.inductor_cache_dir()
+    assert warm.marker_dir() == pathlib.Path(ours) / warm.FOLDER
+
+
+def test_a_cold_first_step_does_not_import_inductor(tmp_path):
+    script = (
+        "import sys, gymnasium as gym, torch, gpuvec_envs\n"
+        "env = gym.make_vec('gpuvec/CartPole-v1', num_envs=8)\n"
+        "env.reset(seed=0)\n"
+        "env.step(torch.zeros(8, dtype=torch.int64))\n"
+        "print(env.unwrapped.backend, 'torch._inductor' in sys.modules)\n"
+    )
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "GPUVEC_COMPILER": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["eager", "False"]

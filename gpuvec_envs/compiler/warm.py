@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import getpass
 import hashlib
 import io
+import os
 import pathlib
 import pickle
+import re
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +36,28 @@ FOLDER = "gpuvec_warm"
 
 def marker_dir() -> pathlib.Path:
     """Where the markers live: ``<inductor cache dir>/gpuvec_warm``."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    return pathlib.Path(inductor_cache_dir()) / FOLDER
 
-    return pathlib.Path(cache_dir()) / FOLDER
+
+def inductor_cache_dir() -> str:
+    """Inductor's cache directory, without importing inductor when it is not loaded yet.
+
+    Importing ``torch._inductor`` takes ~1 s (it imports dynamo), which a warm-start
+    check that finds no marker would add to the first step. Inductor's documented rule:
+    ``TORCHINDUCTOR_CACHE_DIR``, else ``<temp dir>/torchinductor_<user>``.
+    """
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    if utils is not None:
+        return utils.cache_dir()
+    path = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if path is None:
+        try:
+            user = getpass.getuser()
+        except (KeyError, ModuleNotFoundError, OSError):
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        user = re.sub(r'[\\/:*?"<>|]', "_", user)
+        path = os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
+    return os.path.abspath(path)
 
 
 @functools.cache
