@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -497,6 +498,16 @@ def plot(results: Sequence[Result], path: str) -> None:
 
 def machine_info() -> dict[str, Any]:
     """Versions, threads and load of this machine (part of every report)."""
+    if os.environ.get("ATEN_CPU_CAPABILITY") and not os.environ.get("TORCHINDUCTOR_CPP_MARCH"):
+        # g++ then still targets this CPU (-march=native): on an AVX-512 CPU, AVX2 kernels
+        # built so miscompiled (Seaquest) and may use AVX-512 instructions.
+        warnings.warn(
+            "ATEN_CPU_CAPABILITY is set without TORCHINDUCTOR_CPP_MARCH: inductor compiles "
+            "with -march=native, so this is not the code an older CPU runs (for AVX2, set "
+            "TORCHINDUCTOR_CPP_MARCH=x86-64-v3)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     info: dict[str, Any] = {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -509,6 +520,7 @@ def machine_info() -> dict[str, Any]:
         "cpu": platform.processor() or platform.machine(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
+        "TORCHINDUCTOR_CPP_MARCH": os.environ.get("TORCHINDUCTOR_CPP_MARCH"),
         "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
     }
     try:

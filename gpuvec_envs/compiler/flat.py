@@ -102,6 +102,7 @@ def compile_flat(
         lean=compiler.lean_wrapper,
     )
     passes.append(_schedule_result(compiler, log, leaves))
+    passes.append(_loads_result(compiler, log, leaves))
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1
@@ -139,7 +140,11 @@ def _compile(
         inner.update(code=out, arity=len(example_inputs))
         return out
 
-    schedule = scheduled_cpp_kernels(log) if compiler.cpp_schedule else contextlib.nullcontext()
+    schedule = (
+        scheduled_cpp_kernels(log, compiler.cpp_schedule, compiler.vec_loads)
+        if compiler.cpp_schedule or compiler.vec_loads
+        else contextlib.nullcontext()
+    )
     with torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
         graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
         _lift_scan_constants(graph)
@@ -212,6 +217,23 @@ def _schedule_result(
     if log.unknown_aliases:
         detail += f"; buffers treated as one, alias map unknown ({log.unknown_aliases[0]})"
     return PassResult(name, "applied", detail)
+
+
+def _loads_result(
+    compiler: CompilerOptions, log: ScheduleLog, leaves: list[torch.Tensor]
+) -> PassResult:
+    """The vec_loads pass's outcome from its log."""
+    name = "vec_loads"
+    if not compiler.vec_loads:
+        return PassResult(name, "off")
+    if not log.hooked:
+        return PassResult(name, "failed", "torch has no AsyncCompile.cpp_pybinding to hook")
+    if log.kernels == 0:
+        on_cpu = any(t.device.type == "cpu" for t in leaves)
+        return PassResult(name, "not_needed" if not on_cpu else "failed", "no C++ kernel built")
+    if log.loads == 0:
+        return PassResult(name, "not_needed", "no counted vector load")
+    return PassResult(name, "applied", f"{log.loads} loads in {log.kernels} kernels")
 
 
 def _no_autograd_cache() -> Any:

@@ -628,29 +628,54 @@ def tenths(oxygen: torch.Tensor) -> torch.Tensor:
     return out
 
 
-#: ``(b * _SPREAD_MUL) & _SPREAD_MASK`` moves bit c of a 5-bit b to bit 10 c (no carries).
-_SPREAD_MUL = sum(1 << (9 * k) for k in range(5))
-_SPREAD_MASK = sum(1 << (10 * k) for k in range(5))
+#: ``((b & 7) * _MUL3) & _MASK3`` moves bit i of a 3-bit b to bit 10 i (the nine partial
+#: products land on distinct bits, so there are no carries); the same for 2 bits.
+_MUL3, _MASK3 = 1 | 1 << 9 | 1 << 18, 1 | 1 << 10 | 1 << 20
+_MUL2, _MASK2 = 1 | 1 << 9, 1 | 1 << 10
+_ROWS30 = (1 << 30) - 1  # three rows of a bitboard word
 
 
-def _spread(board: torch.Tensor, shift: int, channel: int) -> torch.Tensor:
-    """Five cells ``board >> shift`` (bits 0-4) moved to bits ``channel + 10 k``, k = 0..4."""
-    return (((board >> shift) & 31) * (_SPREAD_MUL << channel)) & (_SPREAD_MASK << channel)
+def _row_words(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A bitboard ``(lo, hi)`` (int64) as four int32 words of rows 0-2, 3-4, 5-7 and 8-9.
+
+    Row ``r`` is at bit ``10 (r - first row of its word)``. The only int64 right shifts of
+    the observation are here (AVX2 has none; ATen emulates them).
+    """
+    return (
+        (lo & _ROWS30).to(I32),
+        (lo >> 30).to(I32),
+        (hi & _ROWS30).to(I32),
+        (hi >> 30).to(I32),
+    )
+
+
+def _spread_cells(word: torch.Tensor, shift: int, channel: int) -> tuple[torch.Tensor, ...]:
+    """Cells ``shift .. shift + 4`` of a row word (int32) as the bits of their channel.
+
+    Returns ``(a, b)``: cells 0-2 at bits ``channel + 10 i`` of ``a``, cells 3-4 at bits
+    ``channel + 10 i`` of ``b`` (i counted from cell 3); int32 multiplies, which AVX2 has.
+    """
+    a = (((word >> shift) & 7) * (_MUL3 << channel)) & (_MASK3 << channel)
+    b = (((word >> (shift + 3)) & 3) * (_MUL2 << channel)) & (_MASK2 << channel)
+    return a, b
 
 
 def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
     """(N, 10, 10, 10) bool observation, channels as :data:`CHANNELS`.
 
     The observation of an env is the 1000-bit string ``bit 100 y + 10 x + channel`` (cell
-    major), built as 20 half-row words of 50 bits (five cells) per env, every op a (N,) op.
-    Every channel but the gauges is a bitboard (the sub's front and back, the friendly
-    bullets, the trails of the fish, subs and divers, the enemy bullets, fish, subs and
-    divers; rows 0-8, those of the enemies and divers rows 1-8) spread five cells at a
-    time into the half rows by one multiplication: cheaper than selecting the row of each
-    object. Row 9 holds the two gauges. The half rows are gathered into 16 64-bit words,
-    whose nibbles are spread into bytes and stored as int32 words, which are viewed as the
-    bool output (compiled bool/uint8 stores are written byte by byte; an int32 -> bool
-    view is free).
+    major), built as 32 int32 words, every op a (N,) op. Every channel but the gauges is a
+    bitboard (the sub's front and back, the friendly bullets, the trails of the fish, subs
+    and divers, the enemy bullets, fish, subs and divers; rows 0-8, those of the enemies
+    and divers rows 1-8), split into int32 words of whole rows; five cells of a row (half
+    a row: 50 bits of the string) are spread to their bits by two int32 multiplications
+    (cells 0-2, 30 bits, and cells 3-4, 20 bits): cheaper than selecting the row of each
+    object. Row 9 holds the two gauges. Each 30- or 20-bit piece is shifted into the one
+    or two string words it overlaps. Pairs of string words (a 64-bit word) have their
+    nibbles spread into bytes and stored as int32 words, which are viewed as the bool
+    output (compiled bool/uint8 stores are written byte by byte; an int32 -> bool view is
+    free). Everything after the bitboards is int32: AVX2 has no 64-bit multiply or
+    arithmetic right shift.
     """
     e_lo, e_hi = s.fish_lo | s.sub_lo, s.fish_hi | s.sub_hi
     right_lo, right_hi = _row_masks(s.right)  # rows whose enemies move right
@@ -665,54 +690,55 @@ def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
         divers.append(cell_bits(y, x))
         trail = cell_bits(y, x + 1 - 2 * ((d >> DIR_SHIFT) & 1))
         t_lo, t_hi = t_lo | trail[0], t_hi | trail[1]
-    # (channel, lo, hi) of the bitboards of row 0, then of rows 1-8
+    # (channel, row words) of the bitboards of row 0, then of rows 1-8
     top = (
-        (0, *cell_bits(s.sub_y, s.sub_x)),
-        (1, *cell_bits(s.sub_y, back)),
-        (2, bullets[0][0] | bullets[1][0], bullets[0][1] | bullets[1][1]),
+        (0, _row_words(*cell_bits(s.sub_y, s.sub_x))),
+        (1, _row_words(*cell_bits(s.sub_y, back))),
+        (2, _row_words(bullets[0][0] | bullets[1][0], bullets[0][1] | bullets[1][1])),
     )
     boards = (
         *top,
-        (3, t_lo, t_hi),
-        (4, s.eb_l_lo | s.eb_r_lo, s.eb_l_hi | s.eb_r_hi),
-        (5, s.fish_lo, s.fish_hi),
-        (6, s.sub_lo, s.sub_hi),
-        (9, divers[0][0] | divers[1][0], divers[0][1] | divers[1][1]),
+        (3, _row_words(t_lo, t_hi)),
+        (4, _row_words(s.eb_l_lo | s.eb_r_lo, s.eb_l_hi | s.eb_r_hi)),
+        (5, _row_words(s.fish_lo, s.fish_hi)),
+        (6, _row_words(s.sub_lo, s.sub_hi)),
+        (9, _row_words(divers[0][0] | divers[1][0], divers[0][1] | divers[1][1])),
     )
-    oxy = (1 << tenths(s.oxygen).to(torch.int64)) - 1  # columns 0..tenths-1
-    dc = s.diver_count.clamp(0, 9).to(torch.int64)
-    gauge = ((1 << dc) - 1) << (9 - dc)  # columns 9-dc..8
+    one = torch.ones_like(s.oxygen)
+    oxy = (one << tenths(s.oxygen)) - 1  # columns 0..tenths-1
+    dc = s.diver_count.clamp(0, 9)
+    gauge = ((one << dc) - 1) << (9 - dc)  # columns 9-dc..8
+    first_row = (0, 3, 5, 8)  # of each row word
 
-    half_rows = []  # 20 (N,) int64: half row k = 2 y + half holds cells 5 half .. 5 half + 4
+    pieces = []  # (string bit, width, int32 piece)
     for y in range(10):
         for half in range(2):
             if y == 9:
-                parts = [_spread(oxy, 5 * half, 7), _spread(gauge, 5 * half, 8)]
+                spread = [_spread_cells(oxy, 5 * half, 7), _spread_cells(gauge, 5 * half, 8)]
             else:
-                shift = 10 * (y % 5) + 5 * half
-                parts = [
-                    _spread(hi if y >= 5 else lo, shift, c)
-                    for c, lo, hi in (top if y == 0 else boards)
+                w = 0 if y < 3 else 1 if y < 5 else 2 if y < 8 else 3
+                shift = 10 * (y - first_row[w]) + 5 * half
+                spread = [
+                    _spread_cells(words[w], shift, c) for c, words in (top if y == 0 else boards)
                 ]
-            half_rows.append(_tree(parts, torch.bitwise_or))
-    # Half row k sits at bit 50 k of the 1000-bit string: gather it into 64-bit words, then
-    # int32 output word j (bytes 4j..4j+3) is nibble j % 16 of 64-bit word j // 16, spread
-    # into bytes (at most 2 sources per lane).
-    flat = []
-    for m in range(16):
+            start = 100 * y + 50 * half
+            pieces.append((start, 30, _tree([a for a, _ in spread], torch.bitwise_or)))
+            pieces.append((start + 30, 20, _tree([b for _, b in spread], torch.bitwise_or)))
+    # String word m holds bits 32 m .. 32 m + 31.
+    string = []
+    for m in range(32):
         parts = []
-        for k in range(20):
-            d = 50 * k - 64 * m
-            if -50 < d < 64:
-                parts.append(half_rows[k] << d if d >= 0 else half_rows[k] >> -d)
-        flat.append(_tree(parts, torch.bitwise_or))
+        for start, width, piece in pieces:
+            d = start - 32 * m
+            if -width < d < 32:
+                parts.append(piece << d if d >= 0 else piece >> -d)
+        string.append(_tree(parts, torch.bitwise_or))
     # Env-major (N, 16): the byte-spread loop reads an env's 16 words. Rows of a (16, N)
-    # stack are 8 N bytes apart, a multiple of 4 KiB when N is a multiple of 512, so an
+    # stack are 4 N bytes apart, a multiple of 4 KiB when N is a multiple of 1024, so an
     # env's 16 words sat in one set of the 8-way L1 cache and evicted each other; the batch
     # loop's strided stores into (N, 16) cost less.
-    flat = torch.stack(flat, dim=1)
-    lo32 = (flat & 0xFFFFFFFF).to(I32)  # (N, 16): bits 64 m .. 64 m + 31
-    hi32 = (flat >> 32).to(I32)  # bits 64 m + 32 .. 64 m + 63
+    lo32 = torch.stack(string[0::2], dim=1)  # (N, 16): bits 64 m .. 64 m + 31
+    hi32 = torch.stack(string[1::2], dim=1)  # bits 64 m + 32 .. 64 m + 63
     # Per lane (nibble) q of a 64-bit word: its int32 half (low for q < 8, selected by a
     # compare, which compiles to fewer instructions than masking) and the shift in it.
     dev = s.sub_x.device

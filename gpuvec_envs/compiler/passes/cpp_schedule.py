@@ -28,6 +28,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from gpuvec_envs.compiler.passes.vec_loads import full_width_loads
+
 _TMP = re.compile(r"\btmp\d+\b")
 _PTR = re.compile(r"\b(?:in_out|in|out)_ptr\d+\b")
 _DEF = re.compile(r"\s*auto (tmp\d+) =")
@@ -242,14 +244,31 @@ class ScheduleLog:
     def __init__(self) -> None:
         self.kernels = 0  # C++ kernels seen
         self.blocks = 0  # loop bodies rescheduled
+        self.loads = 0  # counted vector loads rewritten (passes.vec_loads)
         self.unknown_aliases: list[str] = []  # why a kernel's map was not built
         self.errors: list[str] = []  # kernels left unchanged by an unexpected form
         self.hooked = False  # whether the hook could be installed
 
 
-def _wrapper_source() -> str | None:
+def _schedule_kernel(source_code: str, log: ScheduleLog) -> str:
+    """:func:`schedule_blocks` with the alias map of the generated module calling us."""
+    wrapper = _wrapper_source(3)
+    aliases = (
+        kernel_aliases(source_code, wrapper)
+        if wrapper is not None
+        else "generated module not found"
+    )
+    if isinstance(aliases, str):
+        log.unknown_aliases.append(aliases)
+        aliases = None
+    source_code, n = schedule_blocks(source_code, aliases)
+    log.blocks += n
+    return source_code
+
+
+def _wrapper_source(depth: int = 2) -> str | None:
     """The source of the generated module that is calling ``cpp_pybinding``, if found."""
-    frame = sys._getframe(2)
+    frame = sys._getframe(depth)
     for _ in range(8):
         if frame is None:
             return None
@@ -265,9 +284,13 @@ def _wrapper_source() -> str | None:
 
 
 @contextlib.contextmanager
-def scheduled_cpp_kernels(log: ScheduleLog | None = None) -> Iterator[ScheduleLog]:
-    """While active, C++ kernels this thread builds go through :func:`schedule_blocks`.
+def scheduled_cpp_kernels(
+    log: ScheduleLog | None = None, schedule: bool = True, full_loads: bool = False
+) -> Iterator[ScheduleLog]:
+    """While active, C++ kernels this thread builds go through the source passes.
 
+    :func:`schedule_blocks` where ``schedule``, then
+    :func:`~gpuvec_envs.compiler.passes.vec_loads.full_width_loads` where ``full_loads``.
     Patches ``AsyncCompile.cpp_pybinding`` (what inductor's generated modules call to
     build their C++ kernels) and restores it on exit; kernels built by other threads pass
     through unchanged. Callers serialise entries (see
@@ -289,19 +312,13 @@ def scheduled_cpp_kernels(log: ScheduleLog | None = None) -> Iterator[ScheduleLo
         if threading.get_ident() == owner:
             log.kernels += 1
             try:
-                wrapper = _wrapper_source()
-                aliases = (
-                    kernel_aliases(source_code, wrapper)
-                    if wrapper is not None
-                    else "generated module not found"
-                )
-                if isinstance(aliases, str):
-                    log.unknown_aliases.append(aliases)
-                    aliases = None
-                source_code, n = schedule_blocks(source_code, aliases)
-                log.blocks += n
+                if schedule:
+                    source_code = _schedule_kernel(source_code, log)
             except Exception as exc:  # noqa: BLE001 - an unexpected form: compile it unchanged
                 log.errors.append(f"{type(exc).__name__}: {exc}")
+            if full_loads:
+                source_code, n = full_width_loads(source_code)
+                log.loads += n
         return original(self, argtypes, source_code)
 
     AsyncCompile.cpp_pybinding = cpp_pybinding
