@@ -141,8 +141,8 @@ def _compile(
         return out
 
     schedule = (
-        scheduled_cpp_kernels(log, compiler.cpp_schedule, compiler.vec_loads)
-        if compiler.cpp_schedule or compiler.vec_loads
+        scheduled_cpp_kernels(log, compiler.cpp_schedule, compiler.vec_paths)
+        if compiler.cpp_schedule or compiler.vec_paths
         else contextlib.nullcontext()
     )
     with torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
@@ -222,18 +222,18 @@ def _schedule_result(
 def _loads_result(
     compiler: CompilerOptions, log: ScheduleLog, leaves: list[torch.Tensor]
 ) -> PassResult:
-    """The vec_loads pass's outcome from its log."""
-    name = "vec_loads"
-    if not compiler.vec_loads:
+    """The vec_paths pass's outcome from its log."""
+    name = "vec_paths"
+    if not compiler.vec_paths:
         return PassResult(name, "off")
     if not log.hooked:
         return PassResult(name, "failed", "torch has no AsyncCompile.cpp_pybinding to hook")
     if log.kernels == 0:
         on_cpu = any(t.device.type == "cpu" for t in leaves)
         return PassResult(name, "not_needed" if not on_cpu else "failed", "no C++ kernel built")
-    if log.loads == 0:
-        return PassResult(name, "not_needed", "no counted vector load")
-    return PassResult(name, "applied", f"{log.loads} loads in {log.kernels} kernels")
+    if log.vec_sites == 0:
+        return PassResult(name, "not_needed", "no counted vector load or uint8 conversion")
+    return PassResult(name, "applied", f"{log.vec_sites} calls in {log.kernels} kernels")
 
 
 def _no_autograd_cache() -> Any:

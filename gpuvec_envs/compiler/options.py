@@ -31,8 +31,8 @@ class CompilerOptions:
         lean_wrapper: Keep the generated CPU wrapper's scratch buffers between calls
             (needs ``direct_call``).
         cpp_schedule: Reorder the loads and stores of crowded C++ loop bodies.
-        vec_loads: Load whole vectors directly in C++ kernels (ATen's AVX2 integer
-            vectors copy every counted load through the stack).
+        vec_paths: Replace two ATen vector calls that AVX2 code serves through a stack
+            buffer (counted whole-vector loads, int32 -> uint8 conversions).
         retain_memory: Keep freed host memory in the process (glibc ``mallopt``), so fresh
             CPU step outputs do not page-fault; process-wide, set by the first CPU env.
         warm_start: At the first call of the ``auto``/``background`` backend, build at
@@ -49,7 +49,7 @@ class CompilerOptions:
     direct_call: bool = True
     lean_wrapper: bool = True
     cpp_schedule: bool = True
-    vec_loads: bool = True
+    vec_paths: bool = True
     retain_memory: bool = True
     warm_start: bool = True
     inductor: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -67,7 +67,7 @@ class CompilerOptions:
     @classmethod
     def no_passes(cls) -> CompilerOptions:
         """Every inductor-output pass off (the strategies stay on)."""
-        return cls(direct_call=False, lean_wrapper=False, cpp_schedule=False, vec_loads=False)
+        return cls(direct_call=False, lean_wrapper=False, cpp_schedule=False, vec_paths=False)
 
     def replace(self, overrides: Mapping[str, Any]) -> CompilerOptions:
         """A copy with ``overrides`` applied.

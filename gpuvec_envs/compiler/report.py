@@ -15,7 +15,7 @@ PassStatus = Literal["applied", "not_needed", "off", "failed"]
 class PassResult:
     """The outcome of one inductor-output pass on one compiled graph."""
 
-    name: str  # "direct_call", "lean_wrapper", "cpp_schedule" or "vec_loads"
+    name: str  # "direct_call", "lean_wrapper", "cpp_schedule" or "vec_paths"
     status: PassStatus
     detail: str = ""  # why, or what it changed
 

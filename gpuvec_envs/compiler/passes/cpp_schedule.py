@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from gpuvec_envs.compiler.passes.vec_loads import full_width_loads
+from gpuvec_envs.compiler.passes import vec_paths
 
 _TMP = re.compile(r"\btmp\d+\b")
 _PTR = re.compile(r"\b(?:in_out|in|out)_ptr\d+\b")
@@ -244,7 +244,7 @@ class ScheduleLog:
     def __init__(self) -> None:
         self.kernels = 0  # C++ kernels seen
         self.blocks = 0  # loop bodies rescheduled
-        self.loads = 0  # counted vector loads rewritten (passes.vec_loads)
+        self.vec_sites = 0  # ATen calls rewritten by passes.vec_paths
         self.unknown_aliases: list[str] = []  # why a kernel's map was not built
         self.errors: list[str] = []  # kernels left unchanged by an unexpected form
         self.hooked = False  # whether the hook could be installed
@@ -285,12 +285,12 @@ def _wrapper_source(depth: int = 2) -> str | None:
 
 @contextlib.contextmanager
 def scheduled_cpp_kernels(
-    log: ScheduleLog | None = None, schedule: bool = True, full_loads: bool = False
+    log: ScheduleLog | None = None, schedule: bool = True, vec: bool = False
 ) -> Iterator[ScheduleLog]:
     """While active, C++ kernels this thread builds go through the source passes.
 
     :func:`schedule_blocks` where ``schedule``, then
-    :func:`~gpuvec_envs.compiler.passes.vec_loads.full_width_loads` where ``full_loads``.
+    :func:`~gpuvec_envs.compiler.passes.vec_paths.rewrite` where ``vec``.
     Patches ``AsyncCompile.cpp_pybinding`` (what inductor's generated modules call to
     build their C++ kernels) and restores it on exit; kernels built by other threads pass
     through unchanged. Callers serialise entries (see
@@ -316,9 +316,9 @@ def scheduled_cpp_kernels(
                     source_code = _schedule_kernel(source_code, log)
             except Exception as exc:  # noqa: BLE001 - an unexpected form: compile it unchanged
                 log.errors.append(f"{type(exc).__name__}: {exc}")
-            if full_loads:
-                source_code, n = full_width_loads(source_code)
-                log.loads += n
+            if vec:
+                source_code, n = vec_paths.rewrite(source_code)
+                log.vec_sites += n
         return original(self, argtypes, source_code)
 
     AsyncCompile.cpp_pybinding = cpp_pybinding

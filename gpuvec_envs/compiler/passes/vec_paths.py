@@ -1,0 +1,102 @@
+"""Faster forms of two ATen vector operations in inductor's generated C++ (CPU only).
+
+ATen's AVX2 code takes a path through a stack buffer for two operations inductor emits in
+every fused step; unless g++ folds the copy (it did with AVX-512 enabled, it does not when
+it targets an AVX2 CPU, ``-march=znver3`` or ``x86-64-v3``), each waits for small stores
+to forward into a wider load (~10 cycles):
+
+* **Counted loads.** Inductor writes every vector load with its element count,
+  ``at::vec::Vectorized<int32_t>::loadu(ptr, static_cast<int64_t>(8))``, also for a whole
+  vector; the AVX2 integer vectors (``vec256_int.h``) serve it with a ``memcpy`` into a
+  buffer. :func:`full_width_loads` rewrites each such call into
+  ``(count == T::size() ? T::loadu(ptr) : T::loadu(ptr, count))``: the count is a literal
+  and ``size()`` a ``constexpr``, so g++ keeps one branch.
+* **int32 -> uint8.** ``at::vec::convert<uint8_t>`` of an AVX2 ``Vectorized<int32_t>``
+  (flags stored as bytes) converts lane by lane into a buffer. :func:`byte_conversions`
+  calls :data:`HELPER`'s ``gpuvec::to_u8`` instead: two ``packus`` instructions for that
+  argument type on AVX2, ATen's conversion for any other.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ``at::vec::Vectorized<T>::loadu(`` or ``at::vec::VectorizedN<T,K>::loadu(``
+_CALL = re.compile(r"at::vec::Vectorized(?:N)?<[\w:]+(?:,\s*\d+)?>::loadu\(")
+_COUNT = re.compile(r"\s*(?:static_cast<int64_t>\((\d+)L?\)|(\d+)L?)\s*")
+
+
+def _split_args(source: str, start: int) -> tuple[list[str], int] | None:
+    """The top-level arguments of the call whose ``(`` is at ``start - 1``, and its end."""
+    depth, args, begin = 0, [], start
+    for i in range(start, len(source)):
+        ch = source[i]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                args.append(source[begin:i])
+                return args, i + 1
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(source[begin:i])
+            begin = i + 1
+    return None
+
+
+#: Inserted after inductor's prefix header by :func:`byte_conversions`.
+HELPER = """
+namespace gpuvec {
+template <typename T>
+inline auto to_u8(const T& v) { return at::vec::convert<uint8_t>(v); }
+#if defined(CPU_CAPABILITY_AVX2)
+// static_cast<uint8_t> of each lane (the low byte), as ATen's conversion
+inline at::vec::Vectorized<uint8_t> to_u8(const at::vec::Vectorized<int32_t>& v) {
+  __m256i x = _mm256_and_si256(v, _mm256_set1_epi32(0xFF));
+  __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+  return _mm256_zextsi128_si256(_mm_packus_epi16(w, w));
+}
+#endif
+}  // namespace gpuvec
+"""
+_PREFIX = "#include <torch/csrc/inductor/cpp_prefix.h>\n"
+_TO_U8 = "at::vec::convert<uint8_t>("
+
+
+def rewrite(source: str) -> tuple[str, int]:
+    """Both rewrites (module docstring); returns the source and how many sites changed."""
+    source, loads = full_width_loads(source)
+    source, bytes_ = byte_conversions(source)
+    return source, loads + bytes_
+
+
+def byte_conversions(source: str) -> tuple[str, int]:
+    """``at::vec::convert<uint8_t>(x)`` -> ``gpuvec::to_u8(x)``; the count of calls."""
+    n = source.count(_TO_U8)
+    if n == 0 or _PREFIX not in source:
+        return source, 0
+    source = source.replace(_TO_U8, "gpuvec::to_u8(")  # before the helper, which calls it
+    return source.replace(_PREFIX, _PREFIX + HELPER, 1), n
+
+
+def full_width_loads(source: str) -> tuple[str, int]:
+    """``source`` with counted vector loads rewritten (module docstring); and how many."""
+    out, pos, n = [], 0, 0
+    for m in _CALL.finditer(source):
+        if m.start() < pos:
+            continue  # inside a call already rewritten
+        parsed = _split_args(source, m.end())
+        if parsed is None:
+            continue
+        args, end = parsed
+        count = _COUNT.fullmatch(args[-1]) if len(args) == 2 else None
+        if count is None:
+            continue
+        cls = m.group(0)[: -len("::loadu(")]
+        ptr, k = args[0].strip(), count.group(1) or count.group(2)
+        out.append(source[pos : m.start()])
+        full, counted = f"{cls}::loadu({ptr})", f"{cls}::loadu({ptr},{args[1]})"
+        out.append(f"({k} == {cls}::size() ? {full} : {counted})")
+        pos, n = end, n + 1
+    out.append(source[pos:])
+    return "".join(out), n

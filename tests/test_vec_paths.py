@@ -1,0 +1,108 @@
+"""The ATen vector-path pass (:mod:`gpuvec_envs.compiler.passes.vec_paths`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gpuvec_envs.compiler import compile_flat, resolve
+from gpuvec_envs.compiler.passes import vec_paths
+
+SOURCE = """\
+auto tmp0 = at::vec::Vectorized<int32_t>::loadu(in_ptr0 + static_cast<int64_t>((static_cast<int64_t>(x1) % static_cast<int64_t>(16L))), static_cast<int64_t>(16));
+auto tmp1 = at::vec::VectorizedN<int64_t,2>::loadu(in_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(8));
+auto tmp2 = at::vec::Vectorized<float>::loadu(in_ptr2 + static_cast<int64_t>(x0));
+auto tmp3 = at::vec::Vectorized<int32_t>::loadu(in_ptr3 + static_cast<int64_t>(x0), n);
+auto tmp4 = in_ptr4[static_cast<int64_t>(x0)];"""  # noqa: E501
+
+
+def test_counted_loads_get_a_full_width_branch():
+    out, n = vec_paths.full_width_loads(SOURCE)
+    assert n == 2
+    lines = out.split("\n")
+    cls = "at::vec::Vectorized<int32_t>"
+    ptr = "in_ptr0 + static_cast<int64_t>((static_cast<int64_t>(x1) % static_cast<int64_t>(16L)))"
+    assert lines[0] == (
+        f"auto tmp0 = (16 == {cls}::size() ? {cls}::loadu({ptr}) : "
+        f"{cls}::loadu({ptr}, static_cast<int64_t>(16)));"
+    )
+    assert lines[1].startswith("auto tmp1 = (8 == at::vec::VectorizedN<int64_t,2>::size() ? ")
+    # no count, a count that is not a literal, scalar loads: unchanged
+    assert lines[2:] == SOURCE.split("\n")[2:]
+    assert vec_paths.full_width_loads(out.replace("loadu", "load_")) == (
+        out.replace("loadu", "load_"),
+        0,
+    )
+
+
+def test_byte_conversions_call_the_helper():
+    prefix = "#include <torch/csrc/inductor/cpp_prefix.h>\n"
+    src = (
+        prefix
+        + "auto t1 = at::vec::convert<uint8_t>(t0);\nauto t3 = at::vec::convert<uint8_t>(t2);"
+    )
+    out, n = vec_paths.byte_conversions(src)
+    assert n == 2 and out.count("namespace gpuvec {") == 1
+    assert out.endswith("auto t1 = gpuvec::to_u8(t0);\nauto t3 = gpuvec::to_u8(t2);")
+    assert out.startswith(prefix + vec_paths.HELPER)
+    assert vec_paths.byte_conversions(src.replace(prefix, "")) == (src.replace(prefix, ""), 0)
+
+
+def _fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    c = torch.where(a != 0, (a & 15) - 1, -9) + (b >> 3).to(torch.int32)
+    return c, (b * 3) ^ a.to(torch.int64), a.to(torch.uint8), (c > 5).to(torch.uint8)
+
+
+def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randint(-(2**31), 2**31 - 1, (4099,), dtype=torch.int32, generator=gen)
+    b = torch.randint(-(2**62), 2**62, (4099,), dtype=torch.int64, generator=gen)
+    return a, b
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_compiled_integer_kernels_compute_the_same(on):
+    """Integer loads of full vectors and of a tail (N = 4099), int32 -> uint8 conversions
+    (low byte, negative and large values), both switch settings, on this CPU's ISA."""
+    a, b = _inputs()
+    opts = resolve({"vec_paths": on, "inductor": {"fx_graph_cache": False}})
+    call = compile_flat(_fn, (a, b), compiler=opts)
+    status = dict((p.name, p.status) for p in call.passes)["vec_paths"]
+    assert status == ("applied" if on else "off")
+    assert all(map(torch.equal, call(a, b), _fn(a, b)))
+
+
+@pytest.mark.skipif(
+    torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"), reason="needs AVX2"
+)
+def test_avx2_code_computes_the_same(tmp_path):
+    """The same check on AVX2 code, where the pass's forms differ from ATen's, built for an
+    AVX2 CPU (``-march=x86-64-v3``) in a child process with a fresh inductor cache."""
+    env = {
+        **os.environ,
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "TORCHINDUCTOR_CPP_MARCH": "x86-64-v3",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
+    }
+    script = (
+        "import torch, test_vec_paths as t\n"
+        "from gpuvec_envs.compiler import compile_flat, resolve\n"
+        "assert torch.backends.cpu.get_cpu_capability() == 'AVX2'\n"
+        "a, b = t._inputs()\n"
+        "call = compile_flat(t._fn, (a, b), compiler=resolve({}))\n"
+        "print(dict((p.name, p.status) for p in call.passes)['vec_paths'],\n"
+        "      all(map(torch.equal, call(a, b), t._fn(a, b))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=os.path.dirname(__file__),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["applied", "True"]
