@@ -91,9 +91,9 @@ class Opened:
 def time_interleaved(opened: Sequence[Opened], *, min_time: float, repeats: int) -> None:
     """Time every configuration of ``opened``: ``repeats`` rounds of one block each.
 
-    A block runs enough calls for about ``min_time / repeats`` seconds (calibrated on a
-    short run of each configuration first, of at least ``_CALIBRATION_CALLS`` calls, so that
-    an adaptive thread count has settled before the rate is estimated). Taking the blocks
+    A block runs enough calls for at least about ``min_time / repeats`` seconds (sized by
+    the fastest call of a short run of each configuration first, of at least
+    ``_CALIBRATION_CALLS`` calls, during which an adaptive thread count settles). Taking the blocks
     in turn keeps the configurations compared in one report seconds apart: on a shared
     machine whose speed drifts, timing one configuration after another would compare
     different conditions.
@@ -107,12 +107,16 @@ def time_interleaved(opened: Sequence[Opened], *, min_time: float, repeats: int)
     for o in opened:
         o.sync()
         t0 = time.perf_counter()
-        n = 0
+        n, dts = 0, []
         while n < _CALIBRATION_CALLS or time.perf_counter() - t0 < 0.02:
+            t1 = time.perf_counter()
             o.step(n)
+            o.sync()
+            dts.append(time.perf_counter() - t1)
             n += 1
-        o.sync()
-        per_call = (time.perf_counter() - t0) / n
+        # the fastest call: the stalls of an adaptive thread count settling under load
+        # would otherwise size blocks of a few calls, in which one later probe dominates
+        per_call = min(dts)
         calls.append(max(1, int(min_time / max(repeats, 1) / max(per_call, 1e-9))))
         counts.append(n)
     times: list[list[float]] = [[] for _ in opened]

@@ -102,7 +102,7 @@ def compile_flat(
         lean=compiler.lean_wrapper,
     )
     passes.append(_schedule_result(compiler, log, leaves))
-    passes.append(_loads_result(compiler, log, leaves))
+    passes.append(_vec_paths_result(compiler, log, leaves))
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1
@@ -219,7 +219,7 @@ def _schedule_result(
     return PassResult(name, "applied", detail)
 
 
-def _loads_result(
+def _vec_paths_result(
     compiler: CompilerOptions, log: ScheduleLog, leaves: list[torch.Tensor]
 ) -> PassResult:
     """The vec_paths pass's outcome from its log."""
@@ -228,6 +228,8 @@ def _loads_result(
         return PassResult(name, "off")
     if not log.hooked:
         return PassResult(name, "failed", "torch has no AsyncCompile.cpp_pybinding to hook")
+    if log.vec_errors:
+        return PassResult(name, "failed", f"kernel left unchanged: {log.vec_errors[0]}")
     if log.kernels == 0:
         on_cpu = any(t.device.type == "cpu" for t in leaves)
         return PassResult(name, "not_needed" if not on_cpu else "failed", "no C++ kernel built")

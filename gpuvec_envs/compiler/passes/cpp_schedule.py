@@ -247,6 +247,7 @@ class ScheduleLog:
         self.vec_sites = 0  # ATen calls rewritten by passes.vec_paths
         self.unknown_aliases: list[str] = []  # why a kernel's map was not built
         self.errors: list[str] = []  # kernels left unchanged by an unexpected form
+        self.vec_errors: list[str] = []  # kernels vec_paths left unchanged (an error)
         self.hooked = False  # whether the hook could be installed
 
 
@@ -317,8 +318,11 @@ def scheduled_cpp_kernels(
             except Exception as exc:  # noqa: BLE001 - an unexpected form: compile it unchanged
                 log.errors.append(f"{type(exc).__name__}: {exc}")
             if vec:
-                source_code, n = vec_paths.rewrite(source_code)
-                log.vec_sites += n
+                try:
+                    source_code, n = vec_paths.rewrite(source_code)
+                    log.vec_sites += n
+                except Exception as exc:  # noqa: BLE001 - compile it as it is
+                    log.vec_errors.append(f"{type(exc).__name__}: {exc}")
         return original(self, argtypes, source_code)
 
     AsyncCompile.cpp_pybinding = cpp_pybinding
