@@ -75,3 +75,21 @@ def test_uniform_and_bernoulli_use_the_top_24_bits():
     assert torch.equal(uniform, expected)
     coin = rng.Rng(key0, key1, counter, rng.RESET).bernoulli(0.3, 6)
     assert torch.equal(coin, (bits >> 8) < 5033165)  # ceil(0.3 * 2**24)
+
+
+def test_columns_are_the_columns_of_one_multi_stream_draw():
+    key0, key1 = rng.keys_from_seeds(torch.arange(16))
+    counter = torch.arange(16) * 3
+
+    def fresh() -> rng.Rng:
+        return rng.Rng(key0, key1, counter, rng.STEP)
+
+    assert torch.equal(torch.stack(fresh().columns(5), dim=1), fresh().bits(5))
+    kw = {"low": -2.0, "high": 0.5, "dtype": torch.float64}
+    cols = fresh().columns(3, "uniform", **kw)
+    assert torch.equal(torch.stack(cols, dim=1), fresh().uniform(3, **kw))
+    r = fresh()
+    r.columns(2)
+    assert torch.equal(r.bits(), fresh().bits(3)[:, 2])  # consumed two streams
+    with pytest.raises(ValueError, match="kind must be"):
+        fresh().columns(2, "randint")

@@ -196,46 +196,54 @@ def stable_cache_keys() -> Iterator[None]:
             del table[torch.memory_format]
 
 
+def _hooked_pass_result(
+    name: str,
+    on: bool,
+    errors: list[str],
+    changed: int,
+    unchanged_why: str,
+    log: ScheduleLog,
+    leaves: list[torch.Tensor],
+) -> PassResult | None:
+    """A C++ source pass's outcome, or None if it changed sites (the caller says which)."""
+    if not on:
+        return PassResult(name, "off")
+    if not log.hooked:
+        return PassResult(name, "failed", "torch has no AsyncCompile.cpp_pybinding to hook")
+    if errors:
+        return PassResult(name, "failed", f"kernel left unchanged: {errors[0]}")
+    if log.kernels == 0:
+        on_cpu = any(t.device.type == "cpu" for t in leaves)
+        return PassResult(name, "not_needed" if not on_cpu else "failed", "no C++ kernel built")
+    return None if changed else PassResult(name, "not_needed", unchanged_why)
+
+
 def _schedule_result(
     compiler: CompilerOptions, log: ScheduleLog, leaves: list[torch.Tensor]
 ) -> PassResult:
     """The cpp_schedule pass's outcome from its log."""
-    name = "cpp_schedule"
-    if not compiler.cpp_schedule:
-        return PassResult(name, "off")
-    if not log.hooked:
-        return PassResult(name, "failed", "torch has no AsyncCompile.cpp_pybinding to hook")
-    if log.errors:
-        return PassResult(name, "failed", f"kernel left unchanged: {log.errors[0]}")
-    if log.kernels == 0:
-        on_cpu = any(t.device.type == "cpu" for t in leaves)
-        return PassResult(name, "not_needed" if not on_cpu else "failed", "no C++ kernel built")
-    if log.blocks == 0:
-        why = f"no loop body with more than {cpp_schedule.MIN_ACCESSES} loads and stores"
-        return PassResult(name, "not_needed", why)
+    why = f"no loop body with more than {cpp_schedule.MIN_ACCESSES} loads and stores"
+    out = _hooked_pass_result(
+        "cpp_schedule", compiler.cpp_schedule, log.errors, log.blocks, why, log, leaves
+    )
+    if out is not None:
+        return out
     detail = f"{log.blocks} loop bodies in {log.kernels} kernels"
     if log.unknown_aliases:
         detail += f"; buffers treated as one, alias map unknown ({log.unknown_aliases[0]})"
-    return PassResult(name, "applied", detail)
+    return PassResult("cpp_schedule", "applied", detail)
 
 
 def _vec_paths_result(
     compiler: CompilerOptions, log: ScheduleLog, leaves: list[torch.Tensor]
 ) -> PassResult:
     """The vec_paths pass's outcome from its log."""
-    name = "vec_paths"
-    if not compiler.vec_paths:
-        return PassResult(name, "off")
-    if not log.hooked:
-        return PassResult(name, "failed", "torch has no AsyncCompile.cpp_pybinding to hook")
-    if log.vec_errors:
-        return PassResult(name, "failed", f"kernel left unchanged: {log.vec_errors[0]}")
-    if log.kernels == 0:
-        on_cpu = any(t.device.type == "cpu" for t in leaves)
-        return PassResult(name, "not_needed" if not on_cpu else "failed", "no C++ kernel built")
-    if log.vec_sites == 0:
-        return PassResult(name, "not_needed", "no counted vector load or uint8 conversion")
-    return PassResult(name, "applied", f"{log.vec_sites} calls in {log.kernels} kernels")
+    why = "no counted vector load or uint8 conversion"
+    out = _hooked_pass_result(
+        "vec_paths", compiler.vec_paths, log.vec_errors, log.vec_sites, why, log, leaves
+    )
+    detail = f"{log.vec_sites} calls in {log.kernels} kernels"
+    return out if out is not None else PassResult("vec_paths", "applied", detail)
 
 
 def _no_autograd_cache() -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -151,6 +152,18 @@ class Rng:
         streams = torch.tensor(consts, dtype=torch.int32, device=self.device)
         out = word(_hash_bits(self._base[:, None] ^ streams[None, :]))
         return out.reshape(self.num_envs, *shape)
+
+    def columns(self, k: int, kind: str = "bits", **kwargs: Any) -> tuple[torch.Tensor, ...]:
+        """The ``k`` columns of ``self.<kind>(k, **kwargs)``, as ``k`` (N,) draws.
+
+        ``kind`` is ``"bits"`` or ``"uniform"``; the streams and values are the same. For
+        draws used column by column: inductor vectorises an (N, k) draw along its inner
+        dimension of size k and leaves the rest of a fused step in a per-env scalar loop.
+        """
+        if kind not in ("bits", "uniform"):
+            raise ValueError(f"kind must be 'bits' or 'uniform', got {kind!r}")
+        draw = getattr(self, kind)
+        return tuple(draw(**kwargs) for _ in range(k))
 
     def bits(self, *shape: int) -> torch.Tensor:
         """Shape (N, *shape) int64 uniform in ``[0, 2**32)``."""

@@ -79,9 +79,7 @@ def reset_sample(
     params: AcrobotParams, rng: Rng, dtype: torch.dtype, low: float, high: float
 ) -> AcrobotState:
     """N initial states, every component uniform in ``[low, high)`` and rounded to float32."""
-    # Four single-stream draws equal ``rng.uniform(4)``'s columns; the columns of one (N, 4)
-    # draw compile to a per-env scalar loop.
-    u = (rng.uniform(low=low, high=high, dtype=dtype) for _ in range(4))
+    u = rng.columns(4, "uniform", low=low, high=high, dtype=dtype)
     return AcrobotState(*(c.to(torch.float32).to(dtype) for c in u))
 
 

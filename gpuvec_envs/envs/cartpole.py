@@ -71,9 +71,7 @@ def reset_sample(
     params: CartPoleParams, rng: Rng, dtype: torch.dtype, low: float, high: float
 ) -> CartPoleState:
     """N initial states, every component uniform in ``[low, high)``."""
-    # Four single-stream draws equal ``rng.uniform(4)``'s columns and compile without an
-    # (N, 4) intermediate buffer.
-    x, x_dot, theta, theta_dot = (rng.uniform(low=low, high=high, dtype=dtype) for _ in range(4))
+    x, x_dot, theta, theta_dot = rng.columns(4, "uniform", low=low, high=high, dtype=dtype)
     return CartPoleState(x, x_dot, theta, theta_dot)
 
 

@@ -111,9 +111,7 @@ def step(
         ``(state, reward, terminal)``: reward (N,) float32 (gold picked up), terminal
         (N,) bool.
     """
-    # Three single-stream draws equal ``rng.bits(3)``'s columns; the columns of one (N, 3)
-    # draw compile to a per-env scalar loop (as in cartpole's reset).
-    draws = tuple(rng.bits() for _ in range(3))
+    draws = rng.columns(3)
     from_left = _below(draws[0], 1 / 2)
     is_gold = _below(draws[1], 1 / 3)
 

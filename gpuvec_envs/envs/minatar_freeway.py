@@ -78,9 +78,7 @@ def car_draws(rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
     base-5 digits of ``word / 2**32`` (multiply by 5, take the integer part), which needs
     no division.
     """
-    # Two single-stream draws equal ``rng.bits(2)``'s columns (and compile to a loop
-    # vectorised over the envs, not a per-env scalar loop).
-    frac, left = rng.bits(), rng.bits()
+    frac, left = rng.columns(2)
     period = torch.zeros_like(frac)
     for i in reversed(range(8)):
         frac = frac * 5

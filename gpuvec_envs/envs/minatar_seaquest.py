@@ -770,9 +770,7 @@ class Seaquest(MinAtarEnv):
         self, params: MinAtarParams, state: SeaquestState, action: torch.Tensor, rng: Rng
     ) -> tuple[SeaquestState, torch.Tensor, torch.Tensor]:
         """One step; draws streams 1-5 (spawn decisions)."""
-        # Five single-stream draws equal ``rng.bits(5)``'s columns; the columns of one (N, 5)
-        # draw compile to a per-env scalar loop (as in cartpole's reset).
-        return step(params, state, action, tuple(rng.bits() for _ in range(5)))
+        return step(params, state, action, rng.columns(5))
 
     def game_observation(self, params: MinAtarParams, state: SeaquestState) -> torch.Tensor:
         """(N, 10, 10, 10) bool."""

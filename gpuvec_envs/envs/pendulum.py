@@ -68,9 +68,7 @@ def reset_sample(
     params: PendulumParams, rng: Rng, dtype: torch.dtype, x_init: float, y_init: float
 ) -> PendulumState:
     """N initial states: ``th ~ U(-x_init, x_init)``, ``thdot ~ U(-y_init, y_init)``."""
-    # Two single-stream draws equal ``rng.uniform(2)``'s columns; the columns of one (N, 2)
-    # draw compile to a per-env scalar loop.
-    u0, u1 = rng.uniform(dtype=dtype), rng.uniform(dtype=dtype)
+    u0, u1 = rng.columns(2, "uniform", dtype=dtype)
     th = -x_init + (x_init - -x_init) * u0
     thdot = -y_init + (y_init - -y_init) * u1
     return PendulumState(th, thdot)
