@@ -57,13 +57,34 @@ def test_randint_is_the_high_bits_of_the_product(high):
     assert torch.equal(got, (bits * high) >> 32)
 
 
-def test_randint_int32_route_at_the_largest_bits():
-    """The int32 route's partial sums stay below 2**31 at the largest inputs."""
-    bits = torch.tensor([2**32 - 1, 2**32 - 2**16, 2**16 - 1, 2**31])
+def test_scale_at_the_largest_bits_and_per_env_highs():
+    """:func:`rng.scale`'s partial sums stay below 2**31 at the largest inputs; ``high`` as
+    an int or as a per-lane int32 tensor gives ``(bits * high) >> 32``."""
+    bits = torch.tensor([2**32 - 1, 2**32 - 2**16, 2**16 - 1, 2**31] + VALUES.tolist())
     b = rng.to_bits32(bits)
-    for high in (2**15 - 1, 12345):
-        got = (rng._srl(b, 16) * high + ((b & 0xFFFF) * high >> 16)) >> 16
+    for high in (1, 8, 12345, 2**15 - 1):
+        got = rng.scale(b, high)
+        assert got.dtype == torch.int32
         assert got.tolist() == [(int(v) * high) >> 32 for v in bits]
+    highs = torch.arange(len(bits), dtype=torch.int32) % (2**15 - 1) + 1
+    assert torch.equal(rng.scale(b, highs).to(torch.int64), (bits * highs) >> 32)
+
+
+def test_bits32_below_and_scale_are_the_int64_draws():
+    """``bits32`` holds ``bits``'s draws; :func:`rng.below` is ``uniform < p``."""
+    key0, key1 = rng.keys_from_seeds(torch.arange(64))
+    counter = torch.arange(64) * 5
+
+    def fresh() -> rng.Rng:
+        return rng.Rng(key0, key1, counter, rng.STEP)
+
+    bits, b32 = fresh().bits(7), fresh().bits32(7)
+    assert b32.dtype == torch.int32 and torch.equal(rng.from_bits32(b32), bits)
+    cols = fresh().columns(7, "bits32")
+    assert torch.equal(torch.stack(cols, dim=1), b32)
+    for p in (1 / 3, 1 / 2, 0.3):
+        assert torch.equal(rng.below(b32, p), fresh().uniform(7) < p)
+        assert torch.equal(rng.below(b32, p), fresh().bernoulli(p, 7))
 
 
 def test_uniform_and_bernoulli_use_the_top_24_bits():

@@ -52,9 +52,39 @@ def test_byte_conversions_call_the_helper():
     assert vec_paths.byte_conversions(src.replace(prefix, "")) == (src.replace(prefix, ""), 0)
 
 
+def test_integer_ranges_become_a_broadcast_plus_a_constant():
+    src = (
+        "auto tmp5 = at::vec::Vectorized<int32_t>::arange(tmp4, 1);\n"
+        "auto tmp6 = at::vec::Vectorized<int64_t>::arange(c10::convert<int64_t>(x1), 40L);\n"
+        "auto tmp9 = at::vec::VectorizedN<int64_t,2>::arange(tmp14, 3);\n"
+        "auto tmp7 = at::vec::Vectorized<float>::arange(tmp4, 1);\n"
+        "auto tmp8 = at::vec::Vectorized<int32_t>::arange(tmp4, ks0);"
+    )
+    out, n = vec_paths.broadcast_ranges(src)
+    assert n == 3
+    assert out.split("\n") == [
+        "auto tmp5 = (at::vec::Vectorized<int32_t>(tmp4) + "
+        "at::vec::Vectorized<int32_t>::arange(0, 1));",
+        "auto tmp6 = (at::vec::Vectorized<int64_t>(c10::convert<int64_t>(x1)) + "
+        "at::vec::Vectorized<int64_t>::arange(0, 40L));",
+        "auto tmp9 = (at::vec::VectorizedN<int64_t,2>(tmp14) + "
+        "at::vec::VectorizedN<int64_t,2>::arange(0, 3));",
+        *src.split("\n")[3:],  # float, and a step that is not a literal: unchanged
+    ]
+
+
 def _fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
     c = torch.where(a != 0, (a & 15) - 1, -9) + (b >> 3).to(torch.int32)
-    return c, (b * 3) ^ a.to(torch.int64), a.to(torch.uint8), (c > 5).to(torch.uint8)
+    # a cell index against per-row positions: Vectorized<int32_t>::arange per vector
+    cell = torch.arange(37, dtype=torch.int32)
+    hit = torch.where(cell == (a[:37, None] & 31), 1 << 8, 0) | (cell * 3)
+    return (
+        c,
+        (b * 3) ^ a.to(torch.int64),
+        a.to(torch.uint8),
+        (c > 5).to(torch.uint8),
+        hit.to(torch.int32),
+    )
 
 
 def _inputs() -> tuple[torch.Tensor, torch.Tensor]:

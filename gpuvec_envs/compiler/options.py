@@ -31,8 +31,8 @@ class CompilerOptions:
         lean_wrapper: Keep the generated CPU wrapper's scratch buffers between calls
             (needs ``direct_call``).
         cpp_schedule: Reorder the loads and stores of crowded C++ loop bodies.
-        vec_paths: Replace two ATen vector calls that AVX2 code serves through a stack
-            buffer (counted whole-vector loads, int32 -> uint8 conversions).
+        vec_paths: Replace three ATen vector calls that are slow in AVX2 code (counted
+            whole-vector loads, int32 -> uint8 conversions, integer ``arange``).
         retain_memory: Keep freed host memory in the process (glibc ``mallopt``), so fresh
             CPU step outputs do not page-fault; process-wide, set by the first CPU env.
         warm_start: At the first call of the ``auto``/``background`` backend, build at

@@ -46,6 +46,23 @@ def _srl(x: torch.Tensor, k: int) -> torch.Tensor:
     return (x >> k) & ((1 << (32 - k)) - 1)
 
 
+def below(bits: torch.Tensor, p: float) -> torch.Tensor:
+    """Bool ``uniform < p`` for int32 bits, as an int32 compare of their 24 top bits.
+
+    ``k / 2**24 < p`` iff ``k < ceil(p * 2**24)``; no float, the shape of ``bits``.
+    """
+    return _srl(bits, 8) < math.ceil(p * (1 << 24))
+
+
+def scale(bits: torch.Tensor, high: int | torch.Tensor) -> torch.Tensor:
+    """int32 ``(bits * high) >> 32``, uniform in ``[0, high)``, for int32 bits.
+
+    ``0 < high < 2**15``, an int or an int32 tensor; computed on the 16-bit halves of
+    ``bits`` so every product fits int32.
+    """
+    return (_srl(bits, 16) * high + ((bits & 0xFFFF) * high >> 16)) >> 16
+
+
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
     """Bits of ``(x * c) mod 2**32`` for int32 bits ``x`` and a constant ``0 <= c < 2**32``.
 
@@ -156,18 +173,26 @@ class Rng:
     def columns(self, k: int, kind: str = "bits", **kwargs: Any) -> tuple[torch.Tensor, ...]:
         """The ``k`` columns of ``self.<kind>(k, **kwargs)``, as ``k`` (N,) draws.
 
-        ``kind`` is ``"bits"`` or ``"uniform"``; the streams and values are the same. For
+        ``kind`` is ``"bits"``, ``"bits32"`` or ``"uniform"``; the streams and values
+        are the same. For
         draws used column by column: inductor vectorises an (N, k) draw along its inner
         dimension of size k and leaves the rest of a fused step in a per-env scalar loop.
         """
-        if kind not in ("bits", "uniform"):
-            raise ValueError(f"kind must be 'bits' or 'uniform', got {kind!r}")
+        if kind not in ("bits", "bits32", "uniform"):
+            raise ValueError(f"kind must be 'bits', 'bits32' or 'uniform', got {kind!r}")
         draw = getattr(self, kind)
         return tuple(draw(**kwargs) for _ in range(k))
 
     def bits(self, *shape: int) -> torch.Tensor:
         """Shape (N, *shape) int64 uniform in ``[0, 2**32)``."""
         return self._draw(shape, from_bits32)
+
+    def bits32(self, *shape: int) -> torch.Tensor:
+        """The draws of :meth:`bits` as int32 tensors of the same 32 bits.
+
+        For :func:`below` and :func:`scale`: int32 lanes, no int64 multiply.
+        """
+        return self._draw(shape, lambda b: b)
 
     def uniform(
         self,
@@ -187,12 +212,7 @@ class Rng:
         ``(hi * high + ((lo * high) >> 16)) >> 16`` over the 16-bit halves (same value).
         """
         if high < 1 << 15:
-            return self._draw(
-                shape,
-                lambda b: ((_srl(b, 16) * high + ((b & 0xFFFF) * high >> 16)) >> 16).to(
-                    torch.int64
-                ),
-            )
+            return self._draw(shape, lambda b: scale(b, high).to(torch.int64))
         return self._draw(shape, lambda b: (from_bits32(b) * high) >> 32)
 
     def bernoulli(self, p: float, *shape: int) -> torch.Tensor:
@@ -202,5 +222,4 @@ class Rng:
         ``k < ceil(p * 2**24)``), so no float compare is needed and the result does not
         depend on the float dtype.
         """
-        threshold = math.ceil(p * (1 << 24))
-        return self._draw(shape, lambda b: _srl(b, 8) < threshold)
+        return self._draw(shape, lambda b: below(b, p))

@@ -22,13 +22,12 @@ Deliberate differences:
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
 
 from gpuvec_envs.core.env import select
-from gpuvec_envs.core.rng import Rng
+from gpuvec_envs.core.rng import Rng, below, scale
 from gpuvec_envs.envs._minatar import MinAtarEnv, MinAtarParams
 
 #: Frames between two difficulty steps.
@@ -42,11 +41,6 @@ CHANNELS = ("player", "enemy", "trail", "gold")
 
 
 I32 = torch.int32
-
-
-def _below(bits: torch.Tensor, p: float) -> torch.Tensor:
-    """``uniform < p`` for the 24-bit uniform ``(bits >> 8) / 2**24`` (exact integer test)."""
-    return (bits >> 8) < math.ceil(p * (1 << 24))
 
 
 def _bit(mask: torch.Tensor, i: int | torch.Tensor) -> torch.Tensor:
@@ -111,9 +105,9 @@ def step(
         ``(state, reward, terminal)``: reward (N,) float32 (gold picked up), terminal
         (N,) bool.
     """
-    draws = rng.columns(3)
-    from_left = _below(draws[0], 1 / 2)
-    is_gold = _below(draws[1], 1 / 3)
+    draws = rng.columns(3, "bits32")
+    from_left = below(draws[0], 1 / 2)
+    is_gold = below(draws[1], 1 / 3)
 
     # Spawn into the j-th free slot, j = randint(number of free slots); none if all full.
     spawn = s.spawn_timer == 0
@@ -124,7 +118,7 @@ def step(
     count = free - ((free >> 1) & 0x55)  # popcount of 8 bits
     count = (count & 0x33) + ((count >> 2) & 0x33)
     n_free = (count + (count >> 4)) & 15
-    j = ((draws[2] * n_free) >> 32).to(I32)
+    j = scale(draws[2], n_free)
     rank = torch.zeros_like(free)  # free slots before slot i
     slot = torch.full_like(free, -1)  # the chosen slot, -1: none
     for i in range(8):

@@ -105,7 +105,7 @@ from typing import NamedTuple
 import torch
 
 from gpuvec_envs.core.env import select
-from gpuvec_envs.core.rng import Rng
+from gpuvec_envs.core.rng import Rng, below, scale
 from gpuvec_envs.envs._minatar import COL0, COL9, ROW, WORD, MinAtarEnv, MinAtarParams
 
 #: Observation channels, in minatar's order ("guage" sic).
@@ -311,7 +311,7 @@ def step(
         params: Options.
         s: State.
         action: (N,) int64 full action indices.
-        words: 5 (N,) int64 random words in ``[0, 2**32)`` (streams 1-5 of the step).
+        words: 5 (N,) int32 random bits (streams 1-5 of the step, ``Rng.bits32``).
 
     Returns:
         ``(state, reward (N,) int32, terminal (N,) bool)``; finished games are frozen.
@@ -322,11 +322,11 @@ def step(
 
     # -- enemy spawn ------------------------------------------------------------------------
     spawn_e = s.e_spawn_timer == 0
-    lr = ((words[0] >> 8) < (1 << 23)).to(I32)
-    fish = (((words[1] >> 8) * 3) >= (1 << 24)).to(I32)
-    row = (1 + ((words[2] * 8) >> 32)).to(I32)
-    d_lr = ((torch.where(spawn_e, words[3], words[0]) >> 8) < (1 << 23)).to(I32)
-    d_row = (1 + ((torch.where(spawn_e, words[4], words[1]) * 8) >> 32)).to(I32)
+    lr = below(words[0], 1 / 2).to(I32)
+    fish = (~below(words[1], 1 / 3)).to(I32)
+    row = 1 + scale(words[2], 8)
+    d_lr = below(torch.where(spawn_e, words[3], words[0]), 1 / 2).to(I32)
+    d_row = 1 + scale(torch.where(spawn_e, words[4], words[1]), 8)
     e_spawn_timer = torch.where(spawn_e, s.e_spawn_speed, s.e_spawn_timer)
 
     # -- diver spawn ------------------------------------------------------------------------
@@ -470,9 +470,9 @@ def step(
     d_spawn_timer = d_spawn_timer - (d_spawn_timer > 0).to(I32)
     shot_timer = shot_timer - (shot_timer > 0).to(I32)
     term = term | (s.oxygen <= 0)
-    below = sub_y > 0
-    oxygen = torch.where(below, s.oxygen - 1, s.oxygen)
-    arrive = ~below & (s.surface == 0)
+    submerged = sub_y > 0
+    oxygen = torch.where(submerged, s.oxygen - 1, s.oxygen)
+    arrive = ~submerged & (s.surface == 0)
     term = term | (arrive & (diver_count == 0))
     surf = arrive & (diver_count != 0)
     full = surf & (diver_count == MAX_DIVERS)
@@ -480,7 +480,7 @@ def step(
     diver_count = torch.where(full, 0, diver_count)
     oxygen = torch.where(surf, MAX_OXYGEN, oxygen)
     diver_count = diver_count - surf.to(I32)
-    surface = torch.where(below, 0, s.surface | surf.to(I32))
+    surface = torch.where(submerged, 0, s.surface | surf.to(I32))
     spawn_speed = s.e_spawn_speed
     ramp = surf & ((spawn_speed > 1) | (ms > 2)) & params.difficulty_ramping
     move_speed = ms - (ramp & (ms > 2) & ((s.ramp_index & 1) == 1)).to(I32)
@@ -770,7 +770,7 @@ class Seaquest(MinAtarEnv):
         self, params: MinAtarParams, state: SeaquestState, action: torch.Tensor, rng: Rng
     ) -> tuple[SeaquestState, torch.Tensor, torch.Tensor]:
         """One step; draws streams 1-5 (spawn decisions)."""
-        return step(params, state, action, rng.columns(5))
+        return step(params, state, action, rng.columns(5, "bits32"))
 
     def game_observation(self, params: MinAtarParams, state: SeaquestState) -> torch.Tensor:
         """(N, 10, 10, 10) bool."""
