@@ -174,9 +174,9 @@ class Rng:
         """The ``k`` columns of ``self.<kind>(k, **kwargs)``, as ``k`` (N,) draws.
 
         ``kind`` is ``"bits"``, ``"bits32"`` or ``"uniform"``; the streams and values
-        are the same. For
-        draws used column by column: inductor vectorises an (N, k) draw along its inner
-        dimension of size k and leaves the rest of a fused step in a per-env scalar loop.
+        are the same. For draws used column by column: inductor vectorises an (N, k) draw
+        along its inner dimension of size k and leaves the rest of a fused step in a
+        per-env scalar loop.
         """
         if kind not in ("bits", "bits32", "uniform"):
             raise ValueError(f"kind must be 'bits', 'bits32' or 'uniform', got {kind!r}")
