@@ -238,7 +238,7 @@ def _vec_paths_result(
     compiler: CompilerOptions, log: ScheduleLog, leaves: list[torch.Tensor]
 ) -> PassResult:
     """The vec_paths pass's outcome from its log."""
-    why = "no counted vector load or uint8 conversion"
+    why = "no counted vector load, uint8 conversion or int32 range"
     out = _hooked_pass_result(
         "vec_paths", compiler.vec_paths, log.vec_errors, log.vec_sites, why, log, leaves
     )

@@ -218,8 +218,6 @@ class Rng:
     def bernoulli(self, p: float, *shape: int) -> torch.Tensor:
         """Shape (N, *shape) bool: exactly ``uniform(*shape) < p`` of the same draws.
 
-        An integer test on the uniform's 24 bits (``k / 2**24 < p`` iff
-        ``k < ceil(p * 2**24)``), so no float compare is needed and the result does not
-        depend on the float dtype.
+        The integer test of :func:`below`, so the result does not depend on the float dtype.
         """
         return self._draw(shape, lambda b: below(b, p))

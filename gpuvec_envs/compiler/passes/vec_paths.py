@@ -25,6 +25,7 @@ to forward into a wider load (~10 cycles). The third is built from scalars:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # ``at::vec::Vectorized<T>::loadu(`` or ``at::vec::VectorizedN<T,K>::loadu(``
 _CALL = re.compile(r"at::vec::Vectorized(?:N)?<[\w:]+(?:,\s*\d+)?>::loadu\(")
@@ -85,22 +86,13 @@ _LITERAL = re.compile(r"\s*-?\d+L?\s*")
 
 def broadcast_ranges(source: str) -> tuple[str, int]:
     """int32 ``arange(b, s)`` (literal ``s``) as broadcast plus constant; and how many."""
-    out, pos, n = [], 0, 0
-    for m in _ARANGE.finditer(source):
-        if m.start() < pos:
-            continue
-        parsed = _split_args(source, m.end())
-        if parsed is None:
-            continue
-        args, end = parsed
+
+    def form(cls: str, args: list[str]) -> str | None:
         if len(args) != 2 or _LITERAL.fullmatch(args[1]) is None:
-            continue
-        cls = m.group(0)[: -len("::arange(")]
-        out.append(source[pos : m.start()])
-        out.append(f"({cls}({args[0].strip()}) + {cls}::arange(0, {args[1].strip()}))")
-        pos, n = end, n + 1
-    out.append(source[pos:])
-    return "".join(out), n
+            return None
+        return f"({cls}({args[0].strip()}) + {cls}::arange(0, {args[1].strip()}))"
+
+    return _rewrite_calls(source, _ARANGE, "arange", form)
 
 
 def byte_conversions(source: str) -> tuple[str, int]:
@@ -114,22 +106,42 @@ def byte_conversions(source: str) -> tuple[str, int]:
 
 def full_width_loads(source: str) -> tuple[str, int]:
     """``source`` with counted vector loads rewritten (module docstring); and how many."""
+
+    def form(cls: str, args: list[str]) -> str | None:
+        count = _COUNT.fullmatch(args[-1]) if len(args) == 2 else None
+        if count is None:
+            return None
+        ptr, k = args[0].strip(), count.group(1) or count.group(2)
+        full, counted = f"{cls}::loadu({ptr})", f"{cls}::loadu({ptr},{args[1]})"
+        return f"({k} == {cls}::size() ? {full} : {counted})"
+
+    return _rewrite_calls(source, _CALL, "loadu", form)
+
+
+def _rewrite_calls(
+    source: str,
+    call: re.Pattern[str],
+    method: str,
+    form: Callable[[str, list[str]], str | None],
+) -> tuple[str, int]:
+    """``source`` with each call matched by ``call`` replaced by ``form(cls, args)``.
+
+    ``call`` matches up to ``<cls>::<method>(``; a call whose ``form`` is None stays.
+    Returns the source and how many calls changed.
+    """
     out, pos, n = [], 0, 0
-    for m in _CALL.finditer(source):
+    for m in call.finditer(source):
         if m.start() < pos:
             continue  # inside a call already rewritten
         parsed = _split_args(source, m.end())
         if parsed is None:
             continue
         args, end = parsed
-        count = _COUNT.fullmatch(args[-1]) if len(args) == 2 else None
-        if count is None:
+        new = form(m.group(0)[: -len(f"::{method}(")], args)
+        if new is None:
             continue
-        cls = m.group(0)[: -len("::loadu(")]
-        ptr, k = args[0].strip(), count.group(1) or count.group(2)
         out.append(source[pos : m.start()])
-        full, counted = f"{cls}::loadu({ptr})", f"{cls}::loadu({ptr},{args[1]})"
-        out.append(f"({k} == {cls}::size() ? {full} : {counted})")
+        out.append(new)
         pos, n = end, n + 1
     out.append(source[pos:])
     return "".join(out), n
