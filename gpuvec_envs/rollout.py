@@ -33,6 +33,7 @@ from gpuvec_envs import compiler
 from gpuvec_envs.compiler import threads, warm
 from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.strategies import fresh_function
+from gpuvec_envs.core.rng import host_hashing
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
 
 _log = logging.getLogger(__name__)
@@ -615,7 +616,7 @@ class RolloutCollector:
         eager = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)
         self.kind = "eager"
         if self.backend == "eager":
-            return eager
+            return compiler.run_within(host_hashing, eager)
         compiled = torch.compile(
             eager, fullgraph=True, dynamic=False, options=threads.inductor_options()
         )
@@ -631,7 +632,7 @@ class RolloutCollector:
                 RuntimeWarning,
                 stacklevel=3,
             )
-            return eager
+            return compiler.run_within(host_hashing, eager)
 
     def _collect_graphed(self, state: ShellState, obs: torch.Tensor) -> Rollout:
         """CUDA: capture the T-step rollout once, then one graph replay per call."""

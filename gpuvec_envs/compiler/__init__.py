@@ -5,7 +5,7 @@ Nothing here knows about environments: it compiles pure functions of pytrees of 
 (:class:`Backend`), reporting what it did (:class:`CompileReport`). See docs/compiler.md.
 """
 
-from gpuvec_envs.compiler.backend import BACKENDS, Backend
+from gpuvec_envs.compiler.backend import BACKENDS, Backend, run_within
 from gpuvec_envs.compiler.cuda_graph import CudaGraphCall
 from gpuvec_envs.compiler.flat import COMPILE_LOCK, compile_flat
 from gpuvec_envs.compiler.inplace import InPlaceStateCall
@@ -31,4 +31,5 @@ __all__ = [
     "make_flattener",
     "make_unflattener",
     "resolve",
+    "run_within",
 ]

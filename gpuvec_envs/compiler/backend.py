@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -34,6 +35,23 @@ def warn_once(what: str, reason: str, stacklevel: int = 2) -> None:
         return
     _warned.add((what, reason))
     warnings.warn(f"gpuvec_envs compiler: {what} ({reason})", RuntimeWarning, stacklevel + 1)
+
+
+def _call_within(
+    context: Callable[[], contextlib.AbstractContextManager[Any]],
+    fn: Callable[..., Any],
+    *args: Any,
+) -> Any:
+    """``fn(*args)`` inside ``context()``."""
+    with context():
+        return fn(*args)
+
+
+def run_within(
+    context: Callable[[], contextlib.AbstractContextManager[Any]], fn: Callable[..., Any]
+) -> Callable[..., Any]:
+    """``fn`` run inside ``context()`` at every call (picklable, as a Backend must be)."""
+    return functools.partial(_call_within, context, fn)
 
 
 class Backend:
@@ -72,6 +90,9 @@ class Backend:
         compiler: The switches (a :class:`CompilerOptions` or a dict of overrides;
             default: from ``GPUVEC_COMPILER``).
         strategies: The strategies to try, in order.
+        eager_context: A context manager factory that every eager call runs inside (the
+            env shell's :func:`~gpuvec_envs.core.rng.host_hashing`); never entered while
+            tracing.
 
     Raises:
         ValueError: an unknown ``backend``.
@@ -90,6 +111,7 @@ class Backend:
         in_place: bool | None = None,
         compiler: CompilerOptions | Mapping[str, Any] | None = None,
         strategies: Sequence[Strategy] = STRATEGIES,
+        eager_context: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -103,6 +125,10 @@ class Backend:
             legacy["inductor"] = {**opts.inductor, **options}
         self.options = opts.replace(legacy)
         self.eager_fn = functools.partial(fn, *bound)
+        # what eager calls run (eager_fn itself is what the strategies trace)
+        self._eager_call = (
+            self.eager_fn if eager_context is None else run_within(eager_context, self.eager_fn)
+        )
         #: The backend asked for; :attr:`name` is the one running now.
         self.mode = backend
         self.name = "compile" if backend == "compile" else "eager"
@@ -112,7 +138,7 @@ class Backend:
         #: Calls run eagerly by the ``background``/``auto`` backend before the switch.
         self.eager_calls = 0
         self.strategies = tuple(strategies)
-        self._fn = self.eager_fn
+        self._fn = self._eager_call
         self._raw, self._tag, self._bound = fn, tag, bound
         self._state_first = state_first
         self._compiled_once = backend == "eager"
@@ -146,11 +172,11 @@ class Backend:
         if pending is not None and threads > 1:  # leave a core to the compile
             torch.set_num_threads(threads - 1)
             try:
-                out = self.eager_fn(*args)
+                out = self._eager_call(*args)
             finally:
                 torch.set_num_threads(threads)
         else:
-            out = self.eager_fn(*args)
+            out = self._eager_call(*args)
         self._eager_seconds += time.perf_counter() - t0
         self.eager_calls += 1
         if pending is None and self._eager_seconds >= START_AFTER_S:
@@ -207,7 +233,7 @@ class Backend:
         if pending is not None and not self._compiled_once:
             pending.cancel()
             self._compiled_once = True
-            self.name, self._fn = "eager", self.eager_fn
+            self.name, self._fn = "eager", self._eager_call
 
     def __getstate__(self) -> dict[str, Any]:
         """Copies (deepcopy, pickle) keep the compiled call but no pending compile."""
@@ -240,7 +266,7 @@ class Backend:
                 background=pending.note,
                 eager_calls=self.eager_calls,
             )
-            return self.eager_fn(*args)
+            return self._eager_call(*args)
         out = self._adopt(built)
         self._mark_warm(args)
         self.report = dataclasses.replace(
@@ -278,6 +304,8 @@ class Backend:
     def _adopt(self, built: tuple[Callable[..., Any], Strategy, CompileReport, Any]) -> Any:
         """Run later calls through a :meth:`_compile` result; return its first output."""
         call, strategy, report, out = built
+        if strategy.name == "eager":
+            call = self._eager_call
         self._fn, self.kind, self.report = call, strategy.kind, report
         self.name = "eager" if strategy.name == "eager" else "compile"
         for p in report.passes:

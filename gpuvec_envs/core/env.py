@@ -273,6 +273,10 @@ def select(mask: torch.Tensor, if_true: Any, if_false: Any) -> Any:
     """Per-env choice between two pytrees of (N, ...) tensors; ``mask`` is bool (N,)."""
 
     def pick(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.where(mask.view(-1, *([1] * (a.dim() - 1))), a, b)
+        return torch.where(mask if a.dim() == 1 else mask.view(-1, *([1] * (a.dim() - 1))), a, b)
 
+    kind = type(if_true)
+    if kind is type(if_false) and hasattr(kind, "_fields"):  # a NamedTuple state: no pytree
+        if all(isinstance(x, torch.Tensor) for x in (*if_true, *if_false)):
+            return kind(*map(pick, if_true, if_false))
     return pytree.tree_map(pick, if_true, if_false)

@@ -26,7 +26,7 @@ from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.env import EnvDef, check_step_outputs, params_from_kwargs, select
 from gpuvec_envs.core.finite import check_finite, finite_probe, named_leaves
-from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
+from gpuvec_envs.core.rng import RESET, STEP, Rng, host_hashing, keys_from_seeds
 from gpuvec_envs.viewer import HUMAN_MAX_ENVS, HumanWindow, tile
 
 _MAX_SEED = 2**63
@@ -334,6 +334,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             state_first=True,
             compiler=self.compiler_options,
             options=threads.inductor_options(),
+            eager_context=host_hashing,
         )
 
     @property
