@@ -422,6 +422,7 @@ class RolloutCollector:
                 action, extras = _split(self.policy(obs))
                 b.actions[t].copy_(action)
                 out = control(step, state, b.actions[t].to(dtype))
+                step.settle()
                 b.rewards[t].copy_(out.reward)
                 flags[0, t].copy_(out.terminated)
                 flags[1, t].copy_(out.truncated)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -360,3 +361,40 @@ def test_auto_collector_uses_the_scan_while_the_env_step_compiles(monkeypatch):
         collector.collect()
     assert env.unwrapped.backend == "compile" and collector.use_scan in ("scan", "env_step")
     env.close()
+
+
+def _work(x):
+    time.sleep(0.05)  # an eager call that takes 50 ms
+    return x * 2
+
+
+@pytest.mark.parametrize("cpus", [2, 8])
+@pytest.mark.parametrize("switch", [True, False])
+@pytest.mark.parametrize("opted_in", [True, False])
+def test_eager_steps_yield_to_their_running_child_on_few_cpus(monkeypatch, cpus, switch, opted_in):
+    """``yield_to_compile``: while its own child process runs, on at most two CPUs, an
+    eager call of a backend made with ``yield_to_child`` owes a pause as long as it ran,
+    which ``settle`` pays."""
+    monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
+    monkeypatch.setattr(compiler_backend, "available_cpus", lambda: cpus)
+    # the "compile" is a child process that sleeps
+    monkeypatch.setattr(compiler_backend, "WarmJob", lambda *a: functools.partial(time.sleep, 60))
+    opts = {"yield_to_compile": switch}
+    b = Backend(_work, (), "background", "y", compiler=opts, yield_to_child=opted_in)
+    yields = opted_in and switch and cpus <= compiler_backend.YIELD_MAX_CPUS
+    x = torch.arange(3.0)
+    try:
+        assert torch.equal(b(x), x * 2)  # starts the child
+        assert b._owed_pause == 0.0
+        deadline = time.monotonic() + 60
+        while b._pending.child_pid is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b._pending.child_pid is not None
+        assert torch.equal(b(x), x * 2)
+        assert (b._owed_pause >= 0.05) is yields
+        t0 = time.perf_counter()
+        b.settle()
+        assert (time.perf_counter() - t0 >= 0.05) is yields and b._owed_pause == 0.0
+    finally:
+        b.cancel()
+    assert b(x) is not None and b._owed_pause == 0.0  # no child: no pause

@@ -39,6 +39,10 @@ class CompilerOptions:
             once (seconds) a call that an earlier process compiled into inductor's cache,
             instead of stepping eagerly while a child process re-derives it
             (:mod:`~gpuvec_envs.compiler.warm`).
+        yield_to_compile: While an env's step compiles in a child process, on a machine
+            with at most :data:`~gpuvec_envs.compiler.backend.YIELD_MAX_CPUS` CPUs, pause
+            after each of its eager steps for as long as the step ran, so that the
+            compiled step arrives sooner.
         inductor: ``torch._inductor.config`` values set while compiling (not settable
             from the environment variable).
     """
@@ -52,6 +56,7 @@ class CompilerOptions:
     vec_paths: bool = True
     retain_memory: bool = True
     warm_start: bool = True
+    yield_to_compile: bool = True
     inductor: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:

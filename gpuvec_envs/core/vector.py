@@ -335,6 +335,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             compiler=self.compiler_options,
             options=threads.inductor_options(),
             eager_context=host_hashing,
+            yield_to_child=True,  # paid by settle(), after ThreadControl's timing
         )
 
     @property
@@ -502,6 +503,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         # the checks and flags run with the step's thread count too: their parallel ops
         # would otherwise wait for a thread on a busy core
         out = self._threads(self._step_all, actions)
+        self._step.settle()
         if self._window is not None:
             self.render()
         return out
@@ -597,6 +599,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 backend = self._backend(fused_post_step, bound, choice, f"_{id(post):x}")
                 built_for = self.params
             (self._state, extra), result = control(backend, (self._state, extra), action)
+            backend.settle()
             return extra, result
 
         return fused
