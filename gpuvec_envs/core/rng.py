@@ -106,17 +106,16 @@ def host_hashing() -> Iterator[None]:
         _HOST_HASHING.reset(token)
 
 
-def _on_host(x: torch.Tensor) -> bool:
-    """Whether ``x``'s hashes may run in numpy.
+def _on_host(*xs: torch.Tensor) -> bool:
+    """Whether hashes of ``xs`` may run in numpy.
 
-    Host hashing on, a plain CPU tensor (a fake or functional one is a subclass), and no
+    Host hashing on, plain CPU tensors (a fake or functional one is a subclass), and no
     compiler tracing.
     """
     return (
         not torch.compiler.is_compiling()  # first: dynamo cannot trace ContextVar.get
         and _HOST_HASHING.get()
-        and type(x) is torch.Tensor
-        and x.device.type == "cpu"
+        and all(type(x) is torch.Tensor and x.device.type == "cpu" for x in xs)
     )
 
 
@@ -200,7 +199,7 @@ class Rng:
         self, key0: torch.Tensor, key1: torch.Tensor, counter: torch.Tensor, domain: int
     ) -> None:
         self._next = 0
-        if _on_host(counter):
+        if _on_host(counter, key0, key1):
             inner = _hash_np(_low32_np(counter) ^ _low32_np(key1) ^ np.uint32(domain))
             base = _hash_np(inner ^ _low32_np(key0))
             self._base = torch.from_numpy(base.view(np.int32))  # (N,) int32 bits
