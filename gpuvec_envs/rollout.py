@@ -33,7 +33,7 @@ from gpuvec_envs import compiler
 from gpuvec_envs.compiler import threads, warm
 from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.strategies import fresh_function
-from gpuvec_envs.core.rng import host_hashing
+from gpuvec_envs.core.eager import host_eager
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
 
 _log = logging.getLogger(__name__)
@@ -617,7 +617,7 @@ class RolloutCollector:
         eager = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)
         self.kind = "eager"
         if self.backend == "eager":
-            return compiler.run_within(host_hashing, eager)
+            return compiler.run_within(host_eager, eager)
         compiled = torch.compile(
             eager, fullgraph=True, dynamic=False, options=threads.inductor_options()
         )
@@ -633,7 +633,7 @@ class RolloutCollector:
                 RuntimeWarning,
                 stacklevel=3,
             )
-            return compiler.run_within(host_hashing, eager)
+            return compiler.run_within(host_eager, eager)
 
     def _collect_graphed(self, state: ShellState, obs: torch.Tensor) -> Rollout:
         """CUDA: capture the T-step rollout once, then one graph replay per call."""

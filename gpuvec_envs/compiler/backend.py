@@ -107,7 +107,7 @@ class Backend:
             default: from ``GPUVEC_COMPILER``).
         strategies: The strategies to try, in order.
         eager_context: A context manager factory that every eager call runs inside (the
-            env shell's :func:`~gpuvec_envs.core.rng.host_hashing`); never entered while
+            env shell's :func:`~gpuvec_envs.core.eager.host_eager`); never entered while
             tracing.
         yield_to_child: Eager calls made while this backend's child process compiles
             owe a pause as long as they ran, which the caller pays with :meth:`settle`

@@ -7,22 +7,23 @@ stream depends only on its own seed and how many steps it has taken: never on
 shifts and products that never overflow, so eager, compiled, CPU and CUDA results are
 bitwise equal. Uniform floats carry 24 random bits, exact in float32 and float64 alike.
 
-Eager CPU calls inside :func:`host_hashing` compute the same hashes with numpy's uint32
-arithmetic (wrapping multiply, logical shift): about nine array operations instead of
-~35 small torch ops per hash, which decides the speed of an eager step at small N.
+Eager CPU calls (inside :func:`gpuvec_envs.core.eager.host_eager`) compute the same
+hashes with numpy's uint32 arithmetic (wrapping multiply, logical shift): about nine array
+operations instead of ~35 small torch ops per hash, which decides the speed of an eager
+step at small N.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+
+from gpuvec_envs.core.eager import on_host
 
 MASK32 = 0xFFFFFFFF
 _M1 = 0x7FEB352D
@@ -87,36 +88,6 @@ def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
         carry = carry + x_lo
     mid = ((x_hi * c_lo) & 0xFFFF) + ((x_lo * c_hi) & 0xFFFF) + carry
     return (low & 0xFFFF) | ((mid & 0xFFFF) << 16)
-
-
-_HOST_HASHING = contextvars.ContextVar("gpuvec_host_hashing", default=False)
-
-
-@contextlib.contextmanager
-def host_hashing() -> Iterator[None]:
-    """Within: draws of plain CPU tensors hash with numpy (same bits, fewer calls).
-
-    For eager calls only (the shell's eager steps): traced and compiled code keeps the
-    torch form, which a tracer records.
-    """
-    token = _HOST_HASHING.set(True)
-    try:
-        yield
-    finally:
-        _HOST_HASHING.reset(token)
-
-
-def _on_host(*xs: torch.Tensor) -> bool:
-    """Whether hashes of ``xs`` may run in numpy.
-
-    Host hashing on, plain CPU tensors (a fake or functional one is a subclass), and no
-    compiler tracing.
-    """
-    return (
-        not torch.compiler.is_compiling()  # first: dynamo cannot trace ContextVar.get
-        and _HOST_HASHING.get()
-        and all(type(x) is torch.Tensor and x.device.type == "cpu" for x in xs)
-    )
 
 
 def _hash_np(x: np.ndarray) -> np.ndarray:
@@ -199,7 +170,7 @@ class Rng:
         self, key0: torch.Tensor, key1: torch.Tensor, counter: torch.Tensor, domain: int
     ) -> None:
         self._next = 0
-        if _on_host(counter, key0, key1):
+        if on_host(counter, key0, key1):
             inner = _hash_np(_low32_np(counter) ^ _low32_np(key1) ^ np.uint32(domain))
             base = _hash_np(inner ^ _low32_np(key0))
             self._base = torch.from_numpy(base.view(np.int32))  # (N,) int32 bits
@@ -231,7 +202,7 @@ class Rng:
             count *= s
         first = self._next
         self._next += count
-        if _on_host(self._base):
+        if on_host(self._base):
             base = self._base.numpy().view(np.uint32)
             bits = _hash_np(base[:, None] ^ _stream_constants_np(first, count)[None, :])
             out = word(torch.from_numpy(bits.view(np.int32)))
@@ -253,7 +224,7 @@ class Rng:
             raise ValueError(f"kind must be 'bits', 'bits32' or 'uniform', got {kind!r}")
         draw = getattr(self, kind)
         scalars = not any(isinstance(v, torch.Tensor) for v in kwargs.values())
-        if scalars and _on_host(self._base):  # eager: one (N, k) draw, split (same values)
+        if scalars and on_host(self._base):  # eager: one (N, k) draw, split (same values)
             return tuple(draw(k, **kwargs).t().contiguous().unbind(0))
         return tuple(draw(**kwargs) for _ in range(k))
 

@@ -24,9 +24,10 @@ from torch.utils import _pytree as pytree
 from gpuvec_envs.compiler import Backend, CompileReport, CompilerOptions, resolve, threads
 from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.allocator import retain_freed_memory
+from gpuvec_envs.core.eager import host_any, host_eager
 from gpuvec_envs.core.env import EnvDef, check_step_outputs, params_from_kwargs, select
 from gpuvec_envs.core.finite import check_finite, finite_probe, named_leaves
-from gpuvec_envs.core.rng import RESET, STEP, Rng, host_hashing, keys_from_seeds
+from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
 from gpuvec_envs.viewer import HUMAN_MAX_ENVS, HumanWindow, tile
 
 _MAX_SEED = 2**63
@@ -153,23 +154,31 @@ def pure_step(
     if mode is AutoresetMode.DISABLED:
         obs = env_def.observation(params, env)
     else:
-        fresh = env_def.reset(params, Rng(state.key0, state.key1, counter, RESET), cfg.dtype, None)
-        zero = torch.zeros_like(elapsed)
+        # the envs that reset now; an eager host call that resets none skips the reset
+        # (its draws feed nothing else), with the same outputs
+        resets = needs_reset != 0 if mode is AutoresetMode.NEXT_STEP else terminated | truncated
+        skip = host_any(resets) is False
+        if not skip:
+            rng = Rng(state.key0, state.key1, counter, RESET)
+            fresh = env_def.reset(params, rng, cfg.dtype, None)
+            zero = torch.zeros_like(elapsed)
         if mode is AutoresetMode.NEXT_STEP:
-            pending = needs_reset != 0
-            env = select(pending, fresh, env)
-            reward = torch.where(pending, torch.zeros_like(reward), reward)
-            terminated = terminated & ~pending
-            truncated = truncated & ~pending
-            elapsed = torch.where(pending, zero, elapsed)
+            if not skip:
+                env = select(resets, fresh, env)
+                reward = torch.where(resets, torch.zeros_like(reward), reward)
+                terminated = terminated & ~resets
+                truncated = truncated & ~resets
+                elapsed = torch.where(resets, zero, elapsed)
             needs_reset = (terminated | truncated).to(torch.int32)
             obs = env_def.observation(params, env)
         else:  # SAME_STEP
-            done = terminated | truncated
             final_obs = env_def.observation(params, env)
-            env = select(done, fresh, env)
-            elapsed = torch.where(done, zero, elapsed)
-            obs = env_def.observation(params, env)
+            if skip:
+                obs = final_obs.clone()
+            else:
+                env = select(resets, fresh, env)
+                elapsed = torch.where(resets, zero, elapsed)
+                obs = env_def.observation(params, env)
     new_state = ShellState(
         env, elapsed, counter + cfg.frame_skip, state.key0, state.key1, needs_reset
     )
@@ -334,7 +343,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             state_first=True,
             compiler=self.compiler_options,
             options=threads.inductor_options(),
-            eager_context=host_hashing,
+            eager_context=host_eager,
             yield_to_child=True,  # paid by settle(), after ThreadControl's timing
         )
 

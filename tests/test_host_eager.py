@@ -1,5 +1,5 @@
-"""Eager CPU draws hash in numpy inside ``host_hashing``: the same bits as the torch form,
-and never inside a trace."""
+"""Eager host calls (``host_eager``): draws hash in numpy and an autoreset that resets no
+env is skipped, with the outputs of the branch-free torch form; never inside a trace."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
 from gpuvec_envs import compiler
 from gpuvec_envs.core import rng
+from gpuvec_envs.core.eager import host_eager
 from gpuvec_envs.core.vector import contiguous
 
 EDGES = [0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1]
@@ -66,7 +67,7 @@ def test_every_draw_is_bitwise_the_torch_form(host_calls: list[int]):
     counter = torch.arange(n) * 11 + 2**32 - 5  # low words wrap
     plain = _draws(key0, key1, counter)
     assert host_calls == []
-    with rng.host_hashing():
+    with host_eager():
         host = _draws(key0, key1, counter)
     assert len(host_calls) > 0
     for a, b in zip(plain, host, strict=True):
@@ -75,15 +76,15 @@ def test_every_draw_is_bitwise_the_torch_form(host_calls: list[int]):
         assert b.is_contiguous()
 
 
-def test_host_hashing_is_off_outside_the_context(host_calls: list[int]):
+def test_host_shortcuts_are_off_outside_the_context(host_calls: list[int]):
     key0, key1 = rng.keys_from_seeds(torch.arange(4))
-    with rng.host_hashing():
+    with host_eager():
         pass
     rng.Rng(key0, key1, torch.zeros(4, dtype=torch.int64), rng.STEP).bits(2)
     assert host_calls == []
 
 
-def test_a_trace_inside_host_hashing_records_the_torch_ops(host_calls: list[int]):
+def test_a_trace_inside_host_eager_records_the_torch_ops(host_calls: list[int]):
     """make_fx (fake tensors), a compiled call and dynamo: the graph computes the draws,
     it does not hold numpy results of the trace-time inputs as constants."""
 
@@ -95,7 +96,7 @@ def test_a_trace_inside_host_hashing_records_the_torch_ops(host_calls: list[int]
     a = (*rng.keys_from_seeds(torch.arange(n)), torch.arange(n))
     b = (*rng.keys_from_seeds(torch.arange(n) + 100), torch.arange(n) * 9)
     dynamo = torch.compile(draw, fullgraph=True, backend="eager")
-    with rng.host_hashing():
+    with host_eager():
         graph = make_fx(draw, tracing_mode="fake")(*a)
         compiled = compiler.compile_flat(draw, a)
         traced = dynamo(*a)  # dynamo traces the same guard (it cannot read a ContextVar)
@@ -107,18 +108,32 @@ def test_a_trace_inside_host_hashing_records_the_torch_ops(host_calls: list[int]
                 assert torch.equal(x, y)
 
 
+@pytest.mark.parametrize("mode", ["same_step", "next_step"])
 @pytest.mark.parametrize(
     "env_id",
     ["gpuvec/CartPole-v1", "gpuvec/MinAtar-Asterix-v1", "gpuvec/MinAtar-Seaquest-v1"],
 )
-def test_eager_env_steps_equal_the_torch_form(env_id: str, host_calls: list[int]):
-    """The shell's eager steps (numpy hashes) against the pure step called directly."""
+def test_eager_env_steps_equal_the_torch_form(
+    env_id: str, mode: str, host_calls: list[int], monkeypatch: pytest.MonkeyPatch
+):
+    """The shell's eager steps (numpy hashes; no reset where no env resets) against the
+    pure step called directly, over steps with and without autoresets."""
     n = 16
     env = gym.make_vec(
-        env_id, num_envs=n, backend="eager", autoreset_mode="same_step", max_episode_steps=25
+        env_id, num_envs=n, backend="eager", autoreset_mode=mode, max_episode_steps=25
     )
+    env_def = env.unwrapped.env_def
+    resets: list[int] = []
+    real_reset = type(env_def).reset
+
+    def counted_reset(self, *args, **kwargs):
+        resets.append(1)
+        return real_reset(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(env_def), "reset", counted_reset)
     shell = env.unwrapped
     env.reset(seed=3)
+    del resets[:]
     state = shell.state
     gen = torch.Generator().manual_seed(0)
     endings = 0
@@ -128,7 +143,7 @@ def test_eager_env_steps_equal_the_torch_form(env_id: str, host_calls: list[int]
         obs, reward, term, trunc, _ = env.step(action)
         assert host_calls, "the eager step did not hash on the host"
         del host_calls[:]
-        ref = shell._step.eager_fn(state, action)  # outside host_hashing: the torch form
+        ref = shell._step.eager_fn(state, action)  # outside host_eager: the torch form
         assert host_calls == []
         assert torch.equal(ref.obs, obs) and torch.equal(ref.reward, reward)
         assert torch.equal(ref.terminated.bool(), term)
@@ -142,6 +157,8 @@ def test_eager_env_steps_equal_the_torch_form(env_id: str, host_calls: list[int]
         state = contiguous(shell.state)
         endings += int((term | trunc).sum())
     assert endings > 0, "need autoresets (reset draws)"
+    # the torch form resets at every step; the eager steps only where an env resets
+    assert 60 < len(resets) < 2 * 60
     env.close()
 
 
