@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from test_rng_lanes import REFERENCE, VALUES
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
@@ -16,11 +17,6 @@ from gpuvec_envs import compiler
 from gpuvec_envs.core import rng
 from gpuvec_envs.core.eager import host_eager
 from gpuvec_envs.core.vector import contiguous
-
-EDGES = [0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1]
-VALUES = (
-    EDGES + torch.randint(0, 2**32, (2045,), generator=torch.Generator().manual_seed(1)).tolist()
-)
 
 
 @pytest.fixture
@@ -38,8 +34,7 @@ def host_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_numpy_hash_is_lowbias32():
-    got = rng._hash_np(np.array(VALUES, dtype=np.uint32))
-    assert got.tolist() == [rng.hash32_int(v) for v in VALUES]
+    assert rng._hash_np(VALUES.numpy().astype(np.uint32)).tolist() == REFERENCE
 
 
 def _draws(key0, key1, counter) -> list[torch.Tensor]:

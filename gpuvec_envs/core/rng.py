@@ -106,7 +106,7 @@ def _low32_np(x: torch.Tensor) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def _stream_constants_np(first: int, count: int) -> np.ndarray:
+def _stream_constants(first: int, count: int) -> np.ndarray:
     """Read-only uint32 ``hash32(2k + 1)`` for streams ``first .. first + count - 1``."""
     out = np.array([stream_constant(k) for k in range(first, first + count)], np.uint32)
     out.setflags(write=False)
@@ -202,9 +202,9 @@ class Rng:
             count *= s
         first = self._next
         self._next += count
-        if on_host(self._base):
-            base = self._base.numpy().view(np.uint32)
-            bits = _hash_np(base[:, None] ^ _stream_constants_np(first, count)[None, :])
+        if on_host(self._base):  # numpy: never inside a trace (dynamo would trace it)
+            consts = _stream_constants(first, count)
+            bits = _hash_np(self._base.numpy().view(np.uint32)[:, None] ^ consts[None, :])
             out = word(torch.from_numpy(bits.view(np.int32)))
             return out.reshape(self.num_envs, *shape)
         consts = [_signed(stream_constant(k), 32) for k in range(first, first + count)]
