@@ -40,7 +40,11 @@ def test_options_come_from_defaults_env_var_entry_and_keyword(monkeypatch):
     assert opts.lean_wrapper is False and opts.cpp_schedule is True
     assert dict(opts.inductor) == {"max_fusion_size": 8}
     assert resolve(CompilerOptions.no_passes()) == CompilerOptions(
-        direct_call=False, lean_wrapper=False, cpp_schedule=False, vec_paths=False
+        direct_call=False,
+        lean_wrapper=False,
+        cpp_schedule=False,
+        vec_paths=False,
+        wrapping_mul=False,
     )
     # the registry entry sits below the keyword: Breakout writes no state in place
     env = gym.make_vec("gpuvec/MinAtar-Breakout-v0", num_envs=2, backend="eager").unwrapped
@@ -222,6 +226,7 @@ def test_compile_flat_compiles_for_the_example_shapes(size_asserts):
         "lean_wrapper": "applied",
         "cpp_schedule": "not_needed",
         "vec_paths": "applied",
+        "wrapping_mul": "not_needed",
     }
     if not size_asserts:  # a kernel for 64 elements reads the first 64 of longer inputs
         out = call(torch.arange(128), torch.arange(128) + 5)
@@ -311,6 +316,7 @@ def test_every_pass_off_gives_the_eager_results(env_id):
         "lean_wrapper": "off",
         "cpp_schedule": "off",
         "vec_paths": "off",
+        "wrapping_mul": "off",
     }
 
 
@@ -338,7 +344,7 @@ def test_every_registered_env_with_passes_on_and_off_equals_eager(env_id, passes
     synced each step; integer games bitwise, float64 physics to 1e-9, flags exact."""
     options = None if passes == "on" else {"direct_call": False, "lean_wrapper": False}
     if passes == "off":
-        options = {**options, "cpp_schedule": False, "vec_paths": False}
+        options = {**options, "cpp_schedule": False, "vec_paths": False, "wrapping_mul": False}
     n = 64
     kwargs = {"num_envs": n, "dtype": torch.float64, "compiler_options": options}
     compiled = gym.make_vec(env_id, backend="compile", **kwargs).unwrapped

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from gpuvec_envs.compiler.options import CompilerOptions
-from gpuvec_envs.compiler.passes import cpp_schedule
+from gpuvec_envs.compiler.passes import cpp_schedule, wrapping
 from gpuvec_envs.compiler.passes.cpp_schedule import ScheduleLog, scheduled_cpp_kernels
 from gpuvec_envs.compiler.passes.direct_call import direct_call
 from gpuvec_envs.compiler.pytree import leaf_paths, make_flattener, make_unflattener, rebuild
@@ -90,9 +90,11 @@ def compile_flat(
         captured["structure"] = out
         return tuple(eval(p, {"out": out}) for p in leaf_paths(out, "out"))  # noqa: S307
 
-    log = ScheduleLog()
+    log, wrap_log = ScheduleLog(), wrapping.WrapLog()
     with COMPILE_LOCK, stable_cache_keys():
-        compiled, inner, inputs = _compile(flat_fn, leaves, inductor_options, compiler, log)
+        compiled, inner, inputs, wrap_why = _compile(
+            flat_fn, leaves, inductor_options, compiler, log, wrap_log
+        )
     call_flat, passes = direct_call(
         compiled,
         inner,
@@ -103,6 +105,7 @@ def compile_flat(
     )
     passes.append(_schedule_result(compiler, log, leaves))
     passes.append(_vec_paths_result(compiler, log, leaves))
+    passes.append(_wrapping_result(wrap_why, wrap_log))
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1
@@ -123,8 +126,13 @@ def _compile(
     inductor_options: dict[str, Any],
     compiler: CompilerOptions,
     log: ScheduleLog,
-) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor]]:
-    """Trace and compile; returns AOT autograd's call, inductor's output and all inputs."""
+    wrap_log: wrapping.WrapLog,
+) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], str | None]:
+    """Trace and compile.
+
+    Returns AOT autograd's call, inductor's output, all inputs and why the
+    ``wrapping_mul`` pass did not apply (``None`` if it did).
+    """
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -145,8 +153,14 @@ def _compile(
         if compiler.cpp_schedule or compiler.vec_paths
         else contextlib.nullcontext()
     )
-    with torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
-        graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
+    stack = contextlib.ExitStack()
+    wrap_why = _wrapping_applies(compiler, leaves)
+    if wrap_why is None:  # kernels flagged first: no product may wrap without the flag
+        wrap_why = stack.enter_context(wrapping.wrapv_kernels(wrap_log))
+    with stack, torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+        products = wrapping.wrapping_products(wrap_log) if wrap_why is None else None
+        with products or contextlib.nullcontext():
+            graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
         _lift_scan_constants(graph)
         # Constants become inputs, so that AOT autograd adds none and the generated code
         # can be called directly; not around higher-order ops (inductor's C++ ``scan``
@@ -161,7 +175,16 @@ def _compile(
         fake_inputs = [fake_mode.from_tensor(t, static_shapes=True) for t in inputs]
         with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
-    return compiled, inner, inputs
+    return compiled, inner, inputs, wrap_why
+
+
+def _wrapping_applies(compiler: CompilerOptions, leaves: list[torch.Tensor]) -> str | None:
+    """Why the ``wrapping_mul`` pass is not tried for these inputs, or ``None``."""
+    if not compiler.wrapping_mul:
+        return "off"
+    if not leaves or any(t.device.type != "cpu" for t in leaves):
+        return "not a CPU graph"
+    return None
 
 
 def _memory_format(name: str) -> torch.memory_format:
@@ -244,6 +267,20 @@ def _vec_paths_result(
     )
     detail = f"{log.vec_sites} calls in {log.kernels} kernels"
     return out if out is not None else PassResult("vec_paths", "applied", detail)
+
+
+def _wrapping_result(why: str | None, log: wrapping.WrapLog) -> PassResult:
+    """The wrapping_mul pass's outcome: ``why`` it did not apply, else what it did."""
+    if why == "off":
+        return PassResult("wrapping_mul", "off")
+    if why == "not a CPU graph":
+        return PassResult("wrapping_mul", "not_needed", why)
+    if why is not None:
+        return PassResult("wrapping_mul", "failed", why)
+    if log.products == 0:
+        return PassResult("wrapping_mul", "not_needed", "no int32 product traced")
+    detail = f"{log.products} products; {wrapping.FLAG} on {log.kernels} kernels"
+    return PassResult("wrapping_mul", "applied", detail)
 
 
 def _no_autograd_cache() -> Any:

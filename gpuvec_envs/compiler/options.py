@@ -33,6 +33,9 @@ class CompilerOptions:
         cpp_schedule: Reorder the loads and stores of crowded C++ loop bodies.
         vec_paths: Replace three ATen vector calls that are slow in AVX2 code (counted
             whole-vector loads, int32 -> uint8 conversions, integer ``arange``).
+        wrapping_mul: On the CPU, trace the RNG's 32-bit products as one wrapping int32
+            multiply each and build the kernels with ``-fwrapv`` (off: three 16-bit
+            products that never overflow; the same bits).
         retain_memory: Keep freed host memory in the process (glibc ``mallopt``), so fresh
             CPU step outputs do not page-fault; process-wide, set by the first CPU env.
         warm_start: At the first call of the ``auto``/``background`` backend, build at
@@ -54,6 +57,7 @@ class CompilerOptions:
     lean_wrapper: bool = True
     cpp_schedule: bool = True
     vec_paths: bool = True
+    wrapping_mul: bool = True
     retain_memory: bool = True
     warm_start: bool = True
     yield_to_compile: bool = True
@@ -72,7 +76,13 @@ class CompilerOptions:
     @classmethod
     def no_passes(cls) -> CompilerOptions:
         """Every inductor-output pass off (the strategies stay on)."""
-        return cls(direct_call=False, lean_wrapper=False, cpp_schedule=False, vec_paths=False)
+        return cls(
+            direct_call=False,
+            lean_wrapper=False,
+            cpp_schedule=False,
+            vec_paths=False,
+            wrapping_mul=False,
+        )
 
     def replace(self, overrides: Mapping[str, Any]) -> CompilerOptions:
         """A copy with ``overrides`` applied.

@@ -4,8 +4,9 @@ Every env carries a 64-bit key (two 32-bit words derived from its seed) and a st
 counter. A draw is a hash of ``(key, counter, domain, stream)``, so env ``i``'s random
 stream depends only on its own seed and how many steps it has taken: never on
 ``num_envs``, the device or the backend. The hash runs on int32 lanes with xor, and,
-shifts and products that never overflow, so eager, compiled, CPU and CUDA results are
-bitwise equal. Uniform floats carry 24 random bits, exact in float32 and float64 alike.
+shifts and products that never overflow (in CPU kernels built with ``-fwrapv``: single
+wrapping products, :func:`_mul32`), so eager, compiled, CPU and CUDA results are bitwise
+equal. Uniform floats carry 24 random bits, exact in float32 and float64 alike.
 
 Eager CPU calls (inside :func:`gpuvec_envs.core.eager.host_eager`) compute the same
 hashes with numpy's uint32 arithmetic (wrapping multiply, logical shift): about nine array
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gpuvec_envs.compiler.passes import wrapping
 from gpuvec_envs.core.eager import on_host
 
 MASK32 = 0xFFFFFFFF
@@ -78,8 +80,14 @@ def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
     Schoolbook on 16-bit halves, with each constant half taken as a signed 16-bit number,
     so that every product and sum stays inside int32: signed overflow is undefined in the
     C++ and CUDA code that inductor generates, and int32 lanes are twice as many per
-    vector as int64 ones (AVX2 also has no int64 multiply).
+    vector as int64 ones (AVX2 also has no int64 multiply). One int32 multiply (the same
+    bits) in a CPU graph whose kernels are built with ``-fwrapv``
+    (:mod:`gpuvec_envs.compiler.passes.wrapping`).
     """
+    log = wrapping.product_log()
+    if log is not None:
+        log.products += 1
+        return x * _signed(c, 32)
     c_lo, c_hi = _signed(c & 0xFFFF, 16), _signed(c >> 16, 16)
     x_lo, x_hi = x & 0xFFFF, _srl(x, 16)
     low = x_lo * c_lo  # the product by c's true low half, less x_lo * 2**16 if c_lo < 0
