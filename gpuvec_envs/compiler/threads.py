@@ -10,13 +10,17 @@ restored afterwards, so that other torch work of the process keeps its own setti
 
 * ``num_threads=k``: every call runs with ``k`` threads.
 * ``num_threads="auto"``: calls start with all of ``torch.get_num_threads()`` threads and
-  are timed; when recent calls run far slower than their calm time, or two of them stall
-  (:attr:`ThreadControl.STALL` times the fastest), a few calls with half the threads are
-  tried, and kept if they are faster. More threads are re-tried at growing intervals
+  are timed; when two calls of a window stall (:attr:`ThreadControl.STALL` times the
+  fastest), a few calls with half the threads are tried at once, and kept if they are
+  faster; windows far slower than their calm time try them at the growing intervals of
+  the periodic probes (a team that fewer threads cannot beat is not re-tried every window). More threads are re-tried at growing intervals
   (:attr:`ThreadControl.PROBE_MAX_S` at most), where the machine has had idle cores since
   the last try (``/proc/stat``, where it exists), so the full team comes back when the
   cores are free again; a count taken on such a try is dropped at its second stall within
   :attr:`ThreadControl.PROBE_MAX_S`, so a lucky try costs two stalled calls, not a window.
+  Calls slow for reasons the count does not decide are not judged: the first call of a
+  larger team (it wakes the new threads) and a call after a pause of the caller
+  (:attr:`ThreadControl.GAP_S`; idle cores wake up first).
 
 The thread count changes how a batch is divided, never what each element computes: the
 env steps' results are bitwise the same whatever the count.
@@ -79,7 +83,8 @@ class ThreadControl:
 
     #: Calls timed per decision.
     WINDOW = 6
-    #: Calls tried with another count before keeping it.
+    #: Calls tried with another count before keeping it (with more threads, after one
+    #: unjudged call: it wakes the new threads and moves data between the cores' caches).
     PROBE_CALLS = 4
     #: A window this much slower than its count's calm time triggers a probe.
     SLOW = 1.5
@@ -93,6 +98,9 @@ class ThreadControl:
     #: One call this much slower than the fastest with its count is a stall (a thread of
     #: the team waited for a busy core): fewer threads are tried at once.
     STALL = 4.0
+    #: A call that starts this long after the previous one ended is not judged: idle cores
+    #: may first have to wake up (on a VM an idle vCPU took ~2 ms).
+    GAP_S = 0.05
 
     def __init__(
         self,
@@ -111,6 +119,8 @@ class ThreadControl:
         self._current_median = float("inf")
         self._probe: int | None = None  # the count being tried
         self._probe_times: list[float] = []
+        self._probe_warming = False  # the probe's next call is not judged
+        self._last_end: float | None = None  # when the previous call ended
         self._interval = self.PROBE_MIN_S
         self._next_probe = 0.0
         self._direction = -1  # the next periodic probe: -1 fewer threads, +1 more
@@ -142,7 +152,9 @@ class ThreadControl:
             dt = self._clock() - t0
             if k != before:
                 torch.set_num_threads(before)
-        self._observe(dt, t0, before)
+        after_gap = self._last_end is not None and t0 - self._last_end > self.GAP_S
+        self._last_end = t0 + dt
+        self._observe(dt, t0, before, after_gap)
         return out
 
     @contextlib.contextmanager
@@ -171,12 +183,15 @@ class ThreadControl:
         return min(k, before) if self._auto else k  # auto: never more than the process allows
 
     # -- the "auto" policy -------------------------------------------------------------
-    def _observe(self, dt: float, now: float, limit: int) -> None:
+    def _observe(self, dt: float, now: float, limit: int, after_gap: bool = False) -> None:
         """Account one call of ``dt`` seconds; maybe start, end or judge a probe."""
         self._seen += 1
-        if self._seen <= self.WARMUP:
+        if self._seen <= self.WARMUP or after_gap:
             return
         if self._probe is not None:
+            if self._probe_warming:  # a larger team's first call wakes its new threads
+                self._probe_warming = False
+                return
             self._probe_times.append(dt)
             if dt > self.SLOW * self._current_median or len(self._probe_times) >= self.PROBE_CALLS:
                 self._end_probe(now)
@@ -197,9 +212,11 @@ class ThreadControl:
         calm = self._calm.get(k, median)
         self._calm[k] = min(calm, median)
         fewer, more = self._neighbours(k, limit)
+        if now < self._next_probe:
+            return
         if fewer is not None and median > self.SLOW * calm:
             self._start_probe(fewer)
-        elif now >= self._next_probe:
+        else:
             if more is not None and self._idle_cores() < 0.5 * (more - k):
                 more = None  # no core was free: more threads would stall
             options = [c for c in ((fewer, more) if self._direction < 0 else (more, fewer)) if c]
@@ -242,10 +259,12 @@ class ThreadControl:
 
     def _start_probe(self, k: int) -> None:
         self._probe, self._probe_times = k, []
+        self._probe_warming = k > (self.threads or 0)
 
     def _end_probe(self, now: float) -> None:
         probe, times = self._probe, self._probe_times
         self._probe, self._probe_times = None, []
+        self._idle_cores()  # the next try of more threads judges idle time from here on
         full = len(times) >= self.PROBE_CALLS
         if full and statistics.median(times) <= self.GAIN * self._current_median:
             self._raised = (self.threads, now) if probe > (self.threads or 0) else None
