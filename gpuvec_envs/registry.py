@@ -46,6 +46,11 @@ _SEAQUEST = {
 }
 #: Breakout's per-cell observation loop is ~2x longer with the state written in place.
 _BREAKOUT = {"in_place": False}
+#: MiniGrid resets broadcast per-env draws into (N, H * W) grid kernels; with single
+#: wrapping products the hash is cheap enough for inductor to inline it into the grid
+#: loop, where it is recomputed per cell vector (FourRooms N=4096, 1 thread: 17.5 ms a
+#: step against 6.4-9.4 ms with the 16-bit products).
+_MINIGRID = {"wrapping_mul": False}
 
 
 def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
@@ -56,6 +61,7 @@ def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
         max_steps,
         f"MiniGrid-{name}-v0",
         kwargs={"max_steps": max_steps, **kwargs},
+        compiler=_MINIGRID,
     )
 
 

@@ -107,6 +107,13 @@ def test_without_the_hook_point_the_pass_fails_and_traces_the_16_bit_form(monkey
     assert all(map(torch.equal, call(*args), _draws(*args)))
 
 
+def test_no_flag_on_windows(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "win32")
+    log = wrapping.WrapLog()
+    with wrapping.wrapv_kernels(log) as why:
+        assert why == "-fwrapv is a GCC/Clang flag (inductor builds with MSVC on Windows)"
+
+
 def test_the_hook_is_removed_after_an_error():
     from torch._inductor.codecache import CppPythonBindingsCodeCache as cache
 
@@ -147,3 +154,13 @@ def test_avx2_code_computes_the_same(tmp_path):
         check=True,
     )
     assert out.stdout.split() == ["applied", "True", "True"]
+
+
+def test_minigrid_entries_switch_the_pass_off():
+    """Their resets broadcast per-env draws into grid kernels (docs/compiler.md)."""
+    from gpuvec_envs.compiler import resolve as resolve_options
+    from gpuvec_envs.registry import REGISTRY, compiler_options_for
+
+    for e in REGISTRY:
+        on = resolve_options(compiler_options_for(e.id)).wrapping_mul
+        assert on == (not e.id.startswith("gpuvec/MiniGrid-")), e.id

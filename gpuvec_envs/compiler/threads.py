@@ -13,7 +13,8 @@ restored afterwards, so that other torch work of the process keeps its own setti
   are timed; when two calls of a window stall (:attr:`ThreadControl.STALL` times the
   fastest), a few calls with half the threads are tried at once, and kept if they are
   faster; windows far slower than their calm time try them at the growing intervals of
-  the periodic probes (a team that fewer threads cannot beat is not re-tried every window). More threads are re-tried at growing intervals
+  the periodic probes (a team that fewer threads cannot beat is not re-tried every
+  window). More threads are re-tried at growing intervals
   (:attr:`ThreadControl.PROBE_MAX_S` at most), where the machine has had idle cores since
   the last try (``/proc/stat``, where it exists), so the full team comes back when the
   cores are free again; a count taken on such a try is dropped at its second stall within

@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import dataclasses
 import inspect
+import sys
 from collections.abc import Iterator
 
 import torch
@@ -71,6 +72,9 @@ def wrapv_kernels(log: WrapLog) -> Iterator[str | None]:
     Yields ``None`` when hooked, else why not (a torch without the hook point); restores
     the original on exit. Callers serialise entries (the patch is process-wide).
     """
+    if sys.platform == "win32":
+        yield f"{FLAG} is a GCC/Clang flag (inductor builds with MSVC on Windows)"
+        return
     try:
         from torch._inductor.codecache import CppPythonBindingsCodeCache as cache
     except ImportError:
