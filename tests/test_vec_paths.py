@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
+from avx2_child import needs_avx2, run_avx2
 
 from gpuvec_envs.compiler import compile_flat, resolve
 from gpuvec_envs.compiler.passes import vec_paths
@@ -102,33 +99,16 @@ def test_compiled_integer_kernels_compute_the_same(on):
     assert all(map(torch.equal, call(a, b), _fn(a, b)))
 
 
-@pytest.mark.skipif(
-    torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"), reason="needs AVX2"
-)
+@needs_avx2
 def test_avx2_code_computes_the_same(tmp_path):
     """The same check on AVX2 code, where the pass's forms differ from ATen's, built for an
     AVX2 CPU (``-march=x86-64-v3``) in a child process with a fresh inductor cache."""
-    env = {
-        **os.environ,
-        "ATEN_CPU_CAPABILITY": "avx2",
-        "TORCHINDUCTOR_CPP_MARCH": "x86-64-v3",
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path),
-    }
     script = (
-        "import torch, test_vec_paths as t\n"
+        "import test_vec_paths as t\n"
         "from gpuvec_envs.compiler import compile_flat, resolve\n"
-        "assert torch.backends.cpu.get_cpu_capability() == 'AVX2'\n"
         "a, b = t._inputs()\n"
         "call = compile_flat(t._fn, (a, b), compiler=resolve({}))\n"
         "print(dict((p.name, p.status) for p in call.passes)['vec_paths'],\n"
         "      all(map(torch.equal, call(a, b), t._fn(a, b))))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        cwd=os.path.dirname(__file__),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.split() == ["applied", "True"]
+    assert run_avx2(script, tmp_path) == ["applied", "True"]
