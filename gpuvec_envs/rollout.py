@@ -243,14 +243,14 @@ class RolloutCollector:
         if self.use_scan == "auto" and self._background and self._scan_fn is None:
             if not self._scan_ready(state, obs):
                 self.kind = "env_step"
-                return self._collect_env_step()
+                return self._collect_env_step(obs)
         if self.use_scan == "auto" and self._scan_fn is not None:
             if self._background and self._env_step_pending():
                 self.kind = "scan"  # the trial waits for the env's compiled step
                 return self._collect_scan(state, obs)
             return self._collect_trial(state, obs)
         if self.use_scan == "env_step":
-            return self._collect_env_step()
+            return self._collect_env_step(obs)
         if self.use_scan:
             try:
                 return self._collect_scan(state, obs)
@@ -264,7 +264,7 @@ class RolloutCollector:
                 auto = self.use_scan == "auto"
                 self.use_scan, self._scan_fn = ("env_step" if auto else False), None
                 if auto:
-                    return self._collect_env_step()
+                    return self._collect_env_step(obs)
         return self._collect_loop(state, obs)
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
@@ -401,7 +401,7 @@ class RolloutCollector:
         if path == "scan":
             out = self._collect_scan(state, obs)
         else:
-            out = self._collect_env_step()
+            out = self._collect_env_step(obs)
         times[path].append(self._clock() - t0)
         if min(len(v) for v in times.values()) > self.TRIALS:  # the first of each untimed
             scan_s, step_s = (statistics.median(times[k][1:]) for k in ("scan", "env_step"))
@@ -409,12 +409,15 @@ class RolloutCollector:
             self.kind = self.use_scan
         return out
 
-    def _collect_env_step(self) -> Rollout:
-        """A loop of ``policy(obs)`` and the env's own step (its backend and threads)."""
+    def _collect_env_step(self, obs: torch.Tensor) -> Rollout:
+        """A loop of ``policy(obs)`` and the env's own step (its backend and threads).
+
+        Starts from the current state and its observation ``obs`` (computed by
+        :meth:`collect`).
+        """
         env = self.env
         step, control = env._step, env._threads
         state = env._state
-        obs = env.env_def.observation(env.params, state.env)
         b, flags, dtype = self.buffers, self._flags, env._action_dtype
         with torch.no_grad():
             for t in range(self.num_steps):
