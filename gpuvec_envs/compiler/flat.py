@@ -92,7 +92,7 @@ def compile_flat(
 
     log, wrap_log = ScheduleLog(), wrapping.WrapLog()
     with COMPILE_LOCK, stable_cache_keys():
-        compiled, inner, inputs, wrap_why = _compile(
+        compiled, inner, inputs, wrap_skipped = _compile(
             flat_fn, leaves, inductor_options, compiler, log, wrap_log
         )
     call_flat, passes = direct_call(
@@ -105,7 +105,7 @@ def compile_flat(
     )
     passes.append(_schedule_result(compiler, log, leaves))
     passes.append(_vec_paths_result(compiler, log, leaves))
-    passes.append(_wrapping_result(wrap_why, wrap_log))
+    passes.append(_wrapping_result(wrap_skipped, wrap_log))
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1
@@ -127,11 +127,11 @@ def _compile(
     compiler: CompilerOptions,
     log: ScheduleLog,
     wrap_log: wrapping.WrapLog,
-) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], str | None]:
+) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None]:
     """Trace and compile.
 
-    Returns AOT autograd's call, inductor's output, all inputs and why the
-    ``wrapping_mul`` pass did not apply (``None`` if it did).
+    Returns AOT autograd's call, inductor's output, all inputs and the ``wrapping_mul``
+    pass's result if it did not apply (``None`` if it did).
     """
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -154,11 +154,13 @@ def _compile(
         else contextlib.nullcontext()
     )
     stack = contextlib.ExitStack()
-    wrap_why = _wrapping_applies(compiler, leaves)
-    if wrap_why is None:  # kernels flagged first: no product may wrap without the flag
-        wrap_why = stack.enter_context(wrapping.wrapv_kernels(wrap_log))
+    wrap_skipped = _wrapping_skipped(compiler, leaves)
+    if wrap_skipped is None:  # kernels flagged first: no product may wrap without the flag
+        why = stack.enter_context(wrapping.wrapv_kernels(wrap_log))
+        if why is not None:
+            wrap_skipped = PassResult("wrapping_mul", "failed", why)
     with stack, torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
-        products = wrapping.wrapping_products(wrap_log) if wrap_why is None else None
+        products = wrapping.wrapping_products(wrap_log) if wrap_skipped is None else None
         with products or contextlib.nullcontext():
             graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
         _lift_scan_constants(graph)
@@ -175,15 +177,15 @@ def _compile(
         fake_inputs = [fake_mode.from_tensor(t, static_shapes=True) for t in inputs]
         with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
-    return compiled, inner, inputs, wrap_why
+    return compiled, inner, inputs, wrap_skipped
 
 
-def _wrapping_applies(compiler: CompilerOptions, leaves: list[torch.Tensor]) -> str | None:
-    """Why the ``wrapping_mul`` pass is not tried for these inputs, or ``None``."""
+def _wrapping_skipped(compiler: CompilerOptions, leaves: list[torch.Tensor]) -> PassResult | None:
+    """The ``wrapping_mul`` pass's result if it is not tried for these inputs, else None."""
     if not compiler.wrapping_mul:
-        return "off"
+        return PassResult("wrapping_mul", "off")
     if not leaves or any(t.device.type != "cpu" for t in leaves):
-        return "not a CPU graph"
+        return PassResult("wrapping_mul", "not_needed", "not a CPU graph")
     return None
 
 
@@ -269,14 +271,10 @@ def _vec_paths_result(
     return out if out is not None else PassResult("vec_paths", "applied", detail)
 
 
-def _wrapping_result(why: str | None, log: wrapping.WrapLog) -> PassResult:
-    """The wrapping_mul pass's outcome: ``why`` it did not apply, else what it did."""
-    if why == "off":
-        return PassResult("wrapping_mul", "off")
-    if why == "not a CPU graph":
-        return PassResult("wrapping_mul", "not_needed", why)
-    if why is not None:
-        return PassResult("wrapping_mul", "failed", why)
+def _wrapping_result(skipped: PassResult | None, log: wrapping.WrapLog) -> PassResult:
+    """The wrapping_mul pass's outcome: ``skipped`` if it did not apply, else what it did."""
+    if skipped is not None:
+        return skipped
     if log.products == 0:
         return PassResult("wrapping_mul", "not_needed", "no int32 product traced")
     detail = f"{log.products} products; {wrapping.FLAG} on {log.kernels} kernels"
