@@ -16,6 +16,7 @@ from), and the env's state advances as if it had been stepped.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
@@ -158,7 +159,9 @@ class RolloutCollector:
             compiles the scan, then times it against a loop of the policy and the env's
             own step (``kind == "env_step"``: what ``env.step(policy(obs))`` does) on
             the first :attr:`TRIALS` rollouts of each, alternately, and keeps the
-            faster. A scan that fails to compile falls back to one compiled call per step.
+            faster; one rollout of the other path every :attr:`CHECK_EVERY` rollouts
+            starts the trials again if it was faster. A scan that fails to compile falls
+            back to one compiled call per step.
         num_threads: CPU threads of the compiled scan (default: the env's
             ``num_threads``; see :mod:`gpuvec_envs.compiler.threads`).
 
@@ -170,6 +173,10 @@ class RolloutCollector:
 
     #: Timed rollouts of each path before ``scan="auto"`` decides (after one untimed each).
     TRIALS = 3
+    #: Rollouts between checks of the path ``scan="auto"`` did not keep: the first times
+    #: how many times slower it was, doubling up to the second while the kept path stays
+    #: the faster.
+    CHECK_EVERY = (32, 512)
 
     def __init__(
         self,
@@ -202,20 +209,32 @@ class RolloutCollector:
         self.use_cuda_graph = cuda_graph and self.env.device.type == "cuda"
         # build the scan off the caller's path (CPU, scan="auto")
         self._background = backend == "auto" and self.env.device.type != "cuda"
-        self._scan_build: BackgroundBuild | None = None
-        self.use_scan = scan if self.backend == "compile" else False
+        self._scan_choice = scan if self.backend == "compile" else False
         self._threads = threads.ThreadControl(
             self.env.num_threads if num_threads is None else num_threads
         )
-        self._trial_times: dict[str, list[float]] = {"scan": [], "env_step": []}
         self._clock = time.perf_counter
+        self._scan_build: BackgroundBuild | None = None
+        self.buffers: Rollout | None = None
+        self._start_over()
+
+    def _start_over(self) -> None:
+        """Forget the built rollout functions: they bind the env's current params."""
+        if self._scan_build is not None:
+            self._scan_build.cancel()
+        self._scan_build = None
         e = self.env
+        self._params = e.params
+        self.use_scan = self._scan_choice
+        self._trial_times: dict[str, list[float]] = {"scan": [], "env_step": []}
+        self._kept: str | None = None  # the path the trials chose
+        self._kept_times: collections.deque[float] = collections.deque(maxlen=5)
+        self._check_every = self._until_check = self.CHECK_EVERY[0]
         self._env_step = functools.partial(pure_step, e.env_def, e.params, e.cfg)
         self._fused_env_step: Callable[..., Any] | None = None
         self._step_fn: Callable[..., Any] | None = None
         self._graph: torch.cuda.CUDAGraph | None = None
         self._scan_fn: Callable[..., Any] | None = None
-        self.buffers: Rollout | None = None
         self.kind = "eager"  # how steps run: eager, compiled, scan, env_step or cuda_graph
 
     # -- public ------------------------------------------------------------------------
@@ -225,8 +244,10 @@ class RolloutCollector:
         The returned tensors are overwritten by the next call; clone them to keep them.
         """
         env = self.env
+        if env.params is not self._params:  # set_params: build for the new ones
+            self._start_over()
         state = env.state
-        obs = env.env_def.observation(env.params, state.env)
+        obs = env._current_obs()  # kept from the last rollout if the state is still its end
         if self.buffers is None:
             self._allocate(state, obs)
         if self.use_cuda_graph:
@@ -249,6 +270,8 @@ class RolloutCollector:
                 self.kind = "scan"  # the trial waits for the env's compiled step
                 return self._collect_scan(state, obs)
             return self._collect_trial(state, obs)
+        if self._kept is not None and self.use_scan == self._kept:
+            return self._collect_kept(state, obs)
         if self.use_scan == "env_step":
             return self._collect_env_step(obs)
         if self.use_scan:
@@ -270,8 +293,9 @@ class RolloutCollector:
     def wait_compiled(self, timeout: float | None = None) -> bool:
         """Wait until the env's step and (with ``scan="auto"``) the scan are compiled.
 
-        Starts whatever compile has not started yet (a collector that has not collected
-        yet starts nothing). Returns False on timeout.
+        Starts whatever compile has not started yet, so that it can be called right after
+        construction (after the env's ``reset()``; before it, it returns True at once).
+        Returns False on timeout.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
 
@@ -281,9 +305,13 @@ class RolloutCollector:
         env = self.env
         if not env.wait_compiled(left()):
             return False
-        if self._background and self.use_scan == "auto" and self.buffers is not None:
+        if env.params is not self._params:
+            self._start_over()
+        if self._background and self.use_scan == "auto" and env._state is not None:
             state = env.state
-            obs = env.env_def.observation(env.params, state.env)
+            obs = env._current_obs()
+            if self.buffers is None:
+                self._allocate(state, obs)
             self._start_scan_build()
             if self._scan_build is not None and not self._scan_build.wait(left()):
                 return False
@@ -371,6 +399,7 @@ class RolloutCollector:
             stacklevel=4,
         )
         self.use_scan = self.kind = "env_step"
+        self._kept = None
 
     def _start_scan_build(self) -> None:
         if self._scan_build is not None or self.use_scan != "auto":
@@ -405,8 +434,40 @@ class RolloutCollector:
         times[path].append(self._clock() - t0)
         if min(len(v) for v in times.values()) > self.TRIALS:  # the first of each untimed
             scan_s, step_s = (statistics.median(times[k][1:]) for k in ("scan", "env_step"))
-            self.use_scan = "scan" if scan_s <= step_s else "env_step"
-            self.kind = self.use_scan
+            self.use_scan = self._kept = self.kind = "scan" if scan_s <= step_s else "env_step"
+            # a path r times slower is checked r times less often: <= 1/low of the time
+            low, high = self.CHECK_EVERY
+            ratio = max(scan_s, step_s) / max(min(scan_s, step_s), 1e-9)
+            self._check_every = self._until_check = min(high, round(low * ratio))
+        return out
+
+    def _collect_kept(self, state: ShellState, obs: torch.Tensor) -> Rollout:
+        """The path the trials kept; every :attr:`CHECK_EVERY` rollouts one of the other.
+
+        That one is timed against the kept path's recent rollouts: if it was more than 10 %
+        faster (the machine's load or the policy changed, or the trials were misled), both
+        paths are tried again.
+        """
+        kept = self._kept
+        self._until_check -= 1
+        path = kept if self._until_check > 0 else ("env_step" if kept == "scan" else "scan")
+        t0 = self._clock()
+        out = self._collect_scan(state, obs) if path == "scan" else self._collect_env_step(obs)
+        dt = self._clock() - t0
+        self.kind = kept
+        if path == kept:
+            self._kept_times.append(dt)
+            return out
+        low, high = self.CHECK_EVERY
+        times = self._kept_times
+        if len(times) >= 3 and dt < 0.9 * statistics.median(times):
+            _log.info("rollout path %s was faster than the kept %s: trying both again", path, kept)
+            self.use_scan, self._kept, self._check_every = "auto", None, low
+            self._trial_times = {"scan": [], "env_step": []}
+            times.clear()
+        else:
+            self._check_every = min(2 * self._check_every, high)
+        self._until_check = self._check_every
         return out
 
     def _collect_env_step(self, obs: torch.Tensor) -> Rollout:
@@ -433,7 +494,7 @@ class RolloutCollector:
                     b.extras[k][t].copy_(v)
                 state, obs = out.state, out.obs
         b.next_obs.copy_(obs)
-        env._state = state
+        env._set_state(state, obs)
         if self.use_scan != "auto":
             self.kind = "env_step"
         return b
@@ -501,7 +562,7 @@ class RolloutCollector:
                 self._write(t, obs, out)
                 state, obs = out[0], out[1]
         self.buffers.next_obs.copy_(obs)
-        self.env._state = state
+        self.env._set_state(state, obs)
         return self.buffers
 
     def _collect_scan(self, state: ShellState, obs: torch.Tensor) -> Rollout:
@@ -520,7 +581,7 @@ class RolloutCollector:
         for k, v in extras.items():
             b.extras[k].copy_(v)
         b.next_obs.copy_(next_obs)
-        self.env._state = self._unflatten_state(leaves)
+        self.env._set_state(self._unflatten_state(leaves), next_obs)
         if first or self.use_scan is True:
             self.kind = "scan"
         return b

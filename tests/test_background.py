@@ -335,6 +335,27 @@ def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeyp
     env.close()
 
 
+def test_collector_wait_compiled_right_after_construction():
+    """``wait_compiled()`` before any rollout compiles both (what a benchmark or a script
+    that wants compiled rollouts from the start calls); the first rollout is a scan trial."""
+    from test_rollout import N, Policy, T, expect_loop
+
+    from gpuvec_envs.rollout import RolloutCollector
+
+    kw = dict(num_envs=N, dtype=torch.float64, max_episode_steps=12)
+    env = gym.make_vec(ENV_ID, **kw)
+    ref = gym.make_vec(ENV_ID, backend="eager", **kw)
+    collector = RolloutCollector(env, Policy(), T)
+    assert collector.wait_compiled(timeout=1) and collector.buffers is None  # before reset
+    env.reset(seed=4)
+    obs, _ = ref.reset(seed=4)
+    assert collector.wait_compiled(timeout=900)
+    assert env.unwrapped.backend == "compile" and collector._scan_fn is not None
+    expect_loop(collector.collect(), collector.policy, ref, obs, extras=False)
+    assert collector._trial_times["scan"] and not collector._trial_times["env_step"]
+    env.close()
+
+
 def test_auto_collector_uses_the_scan_while_the_env_step_compiles(monkeypatch):
     """The scan compiles first; until the env's own step runs compiled, the collector uses
     the scan without timing it against eager env steps (that trial would always pick it)."""

@@ -156,10 +156,92 @@ def test_auto_collector_keeps_the_faster_path(faster):
     assert runs[-3:] == [faster] * 3 and collector.kind == faster
 
 
+def test_auto_collector_checks_the_other_path(monkeypatch):
+    """After the trials, one rollout of the other path every CHECK_EVERY rollouts (the
+    first interval times the other's slowdown, doubling while the kept path stays faster);
+    when the other one has become faster, both are tried again and it is kept."""
+    monkeypatch.setattr(RolloutCollector, "CHECK_EVERY", (2, 16))
+    env = make()
+    env.reset(seed=0)
+    collector = RolloutCollector(env, lambda obs: obs[:, 2] > 0, 4)
+    now = [0.0]
+    collector._clock = lambda: now[0]
+    collector._scan_fn = object()
+    runs = []
+    cost = {"scan": 1.0, "env_step": 3.0}
+
+    def fake(path):
+        def run(*_):
+            runs.append(path)
+            now[0] += cost[path]
+            return collector.buffers
+
+        return run
+
+    collector._collect_scan, collector._collect_env_step = fake("scan"), fake("env_step")
+    trials = 2 * (RolloutCollector.TRIALS + 1)
+    for i in range(trials + 6 + 12 + 16):
+        collector.collect()
+        assert collector.kind == "scan" or i < trials - 1
+    kept = runs[trials:]  # 3x slower: at the 6th, then 12 later, then 16 (the maximum)
+    assert [i for i, p in enumerate(kept) if p == "env_step"] == [5, 17, 33]
+    cost["scan"] = 5.0  # the scan got slower (a busy core, say)
+    while collector.kind == "scan":
+        collector.collect()
+    assert runs[-1 - trials :] == ["env_step"] + ["scan", "env_step"] * (trials // 2)
+    assert collector.use_scan == "env_step" and collector._check_every == 3  # 2 * 5 / 3
+
+
 def test_compiled_step_collector_equals_loop():
     """The fallback CPU path: one compiled policy + env step call per step."""
     c = check_against_loop("compile", scan=False)
     assert c.kind == "compiled"
+
+
+@pytest.mark.parametrize("backend", ["eager", "compile"])
+def test_collector_keeps_its_final_obs_until_the_state_changes(backend, monkeypatch):
+    """A rollout that starts where the collector's last one ended reuses that one's final
+    observation (eager: no observation call but the steps' own); any change in between (a
+    step, a reset, a new physical state, new params) is seen, and new params rebuild the
+    collector's step."""
+    env, ref = make(), make()
+    env.reset(seed=5)
+    obs, _ = ref.reset(seed=5)
+    module = Policy()
+    collector = RolloutCollector(env, module, T, backend=backend, scan=False)
+    obs = expect_loop(collector.collect(), module, ref, obs)
+    calls = []
+    if backend == "eager":  # a compiled step would trace the spy
+        env_def = env.unwrapped.env_def
+        observation = type(env_def).observation
+        spy = lambda *a: calls.append(1) or observation(*a)  # noqa: E731
+        monkeypatch.setattr(type(env_def), "observation", spy)
+        out = collector.collect()
+        assert len(calls) == T  # one per step, in the step
+        obs = expect_loop(out, module, ref, obs)
+
+    def step(e):
+        return e.step(torch.arange(N) % 2)[0]
+
+    def reset_some(e):
+        e.reset(options={"reset_mask": torch.arange(N) < 5})
+        return e.unwrapped._current_obs()
+
+    def new_physics(e):
+        s = e.unwrapped.state.env
+        e.unwrapped.set_env_state(type(s)(*(x * 0.5 for x in s)))
+        return e.unwrapped._current_obs()
+
+    def new_params(e):  # CartPole's observation does not depend on them: count the calls
+        e.unwrapped.set_params(theta_threshold_degrees=3.0)
+        before = len(calls)
+        obs = e.unwrapped._current_obs()
+        assert len(calls) == before + (backend == "eager")
+        return obs
+
+    for change in (step, reset_some, new_physics, new_params):
+        assert torch.equal(change(env), obs := change(ref))
+        obs = expect_loop(collector.collect(), module, ref, obs)
 
 
 def test_collector_rejects_bad_policy_output():

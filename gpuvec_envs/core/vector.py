@@ -330,6 +330,31 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self._state: ShellState | None = None
 
     # -- properties ---------------------------------------------------------------------
+    @property
+    def _state(self) -> ShellState | None:
+        """The current shell state (compiled steps write the next one into its tensors)."""
+        return self._state_value
+
+    @_state.setter
+    def _state(self, value: ShellState | None) -> None:
+        self._state_value = value
+        self._obs_of_state: torch.Tensor | None = None  # any new state drops its obs
+
+    def _set_state(self, state: ShellState, obs: torch.Tensor) -> None:
+        """Set the state with its observation (N, *obs_shape), for :meth:`_current_obs`.
+
+        Only for an ``obs`` that no caller holds: a caller could change it in place.
+        """
+        self._state = state
+        self._obs_of_state = obs
+
+    def _current_obs(self) -> torch.Tensor:
+        """The observation (N, *obs_shape) of the current state, computed unless set along."""
+        obs = self._obs_of_state
+        if obs is None:
+            obs = self.env_def.observation(self.params, self._state.env)
+        return obs
+
     def _backend(
         self, fn: Callable[..., Any], bound: tuple[Any, ...], backend: str, suffix: str = ""
     ) -> Backend:
@@ -446,6 +471,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         while len(cache) > 4:  # bounded: each holds a compiled graph and its buffers
             del cache[next(iter(cache))]
         self.params = new
+        self._obs_of_state = None  # the observation may depend on the params
         step = cache.pop(new, None)
         if step is None:
             step = self._backend(
