@@ -162,15 +162,17 @@ class BackgroundBuild:
 def _prepare_build() -> None:
     """Do here, off the caller's thread, what the caller's build would do first.
 
-    The imports (~1.4 s), and inductor's check of which vector ISAs the compiler and CPU
-    support (a g++ build and a child Python per ISA, ~1.1 s, cached per process). Neither
-    patches any state, so both are safe on this thread; a failure is left to the build.
+    The imports (~1.4 s), and inductor's check that the compiler and CPU support the
+    vector ISA it will pick (a g++ build and a child Python, cached per process; see
+    :mod:`~gpuvec_envs.compiler.passes.isa_probe`). Neither patches any state, so both
+    are safe on this thread; a failure is left to the build.
     """
     try:
         import torch._inductor.compile_fx  # noqa: F401
-        from torch._inductor import cpu_vec_isa
 
-        cpu_vec_isa.valid_vec_isa_list()
+        from gpuvec_envs.compiler.passes import isa_probe
+
+        isa_probe.picked_isa()
     except Exception:  # noqa: BLE001, S110 - the caller's build meets it again and reports it
         pass
 

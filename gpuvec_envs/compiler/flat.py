@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from gpuvec_envs.compiler.options import CompilerOptions
-from gpuvec_envs.compiler.passes import cpp_schedule, wrapping
+from gpuvec_envs.compiler.passes import cpp_schedule, isa_probe, wrapping
 from gpuvec_envs.compiler.passes.cpp_schedule import ScheduleLog, scheduled_cpp_kernels
 from gpuvec_envs.compiler.passes.direct_call import direct_call
 from gpuvec_envs.compiler.pytree import leaf_paths, make_flattener, make_unflattener, rebuild
@@ -90,10 +90,10 @@ def compile_flat(
         captured["structure"] = out
         return tuple(eval(p, {"out": out}) for p in leaf_paths(out, "out"))  # noqa: S307
 
-    log, wrap_log = ScheduleLog(), wrapping.WrapLog()
+    log, wrap_log, probe_log = ScheduleLog(), wrapping.WrapLog(), isa_probe.ProbeLog()
     with COMPILE_LOCK, stable_cache_keys():
         compiled, inner, inputs, wrap_skipped = _compile(
-            flat_fn, leaves, inductor_options, compiler, log, wrap_log
+            flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log
         )
     call_flat, passes = direct_call(
         compiled,
@@ -106,6 +106,7 @@ def compile_flat(
     passes.append(_schedule_result(compiler, log, leaves))
     passes.append(_vec_paths_result(compiler, log, leaves))
     passes.append(_wrapping_result(wrap_skipped, wrap_log))
+    passes.append(_isa_probe_result(compiler, probe_log, leaves))
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1
@@ -127,6 +128,7 @@ def _compile(
     compiler: CompilerOptions,
     log: ScheduleLog,
     wrap_log: wrapping.WrapLog,
+    probe_log: isa_probe.ProbeLog,
 ) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None]:
     """Trace and compile.
 
@@ -154,6 +156,8 @@ def _compile(
         else contextlib.nullcontext()
     )
     stack = contextlib.ExitStack()
+    if compiler.isa_probe and _on_cpu(leaves):
+        stack.enter_context(isa_probe.picked_only(probe_log))
     wrap_skipped = _wrapping_skipped(compiler, leaves)
     if wrap_skipped is None:  # kernels flagged first: no product may wrap without the flag
         why = stack.enter_context(wrapping.wrapv_kernels(wrap_log))
@@ -184,9 +188,14 @@ def _wrapping_skipped(compiler: CompilerOptions, leaves: list[torch.Tensor]) -> 
     """The ``wrapping_mul`` pass's result if it is not tried for these inputs, else None."""
     if not compiler.wrapping_mul:
         return PassResult("wrapping_mul", "off")
-    if not leaves or any(t.device.type != "cpu" for t in leaves):
+    if not _on_cpu(leaves):
         return PassResult("wrapping_mul", "not_needed", "not a CPU graph")
     return None
+
+
+def _on_cpu(leaves: list[torch.Tensor]) -> bool:
+    """Whether the graph runs on the CPU (every input there)."""
+    return bool(leaves) and all(t.device.type == "cpu" for t in leaves)
 
 
 def _memory_format(name: str) -> torch.memory_format:
@@ -279,6 +288,19 @@ def _wrapping_result(skipped: PassResult | None, log: wrapping.WrapLog) -> PassR
         return PassResult("wrapping_mul", "not_needed", "no int32 product traced")
     detail = f"{log.products} products; {wrapping.FLAG} on {log.kernels} kernels"
     return PassResult("wrapping_mul", "applied", detail)
+
+
+def _isa_probe_result(
+    compiler: CompilerOptions, log: isa_probe.ProbeLog, leaves: list[torch.Tensor]
+) -> PassResult:
+    """The isa_probe pass's outcome: the ISA probed alone, or why inductor probed them all."""
+    if not compiler.isa_probe:
+        return PassResult("isa_probe", "off")
+    if not _on_cpu(leaves):
+        return PassResult("isa_probe", "not_needed", "not a CPU graph")
+    if log.status is None:
+        return PassResult("isa_probe", "not_needed", "inductor did not ask for the ISA list")
+    return PassResult("isa_probe", log.status, log.detail)
 
 
 def _no_autograd_cache() -> Any:

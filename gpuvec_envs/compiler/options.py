@@ -36,6 +36,9 @@ class CompilerOptions:
         wrapping_mul: On the CPU, trace the RNG's 32-bit products as one wrapping int32
             multiply each and build the kernels with ``-fwrapv`` (off: three 16-bit
             products that never overflow; the same bits).
+        isa_probe: On the CPU, let inductor probe only the vector ISA it will pick
+            instead of every one the CPU has (a g++ build each on a cold cache, ~1.7 s;
+            :mod:`~gpuvec_envs.compiler.passes.isa_probe`); the same ISA is picked.
         retain_memory: Keep freed host memory in the process (glibc ``mallopt``), so fresh
             CPU step outputs do not page-fault; process-wide, set by the first CPU env.
         warm_start: At the first call of the ``auto``/``background`` backend, build at
@@ -58,6 +61,7 @@ class CompilerOptions:
     cpp_schedule: bool = True
     vec_paths: bool = True
     wrapping_mul: bool = True
+    isa_probe: bool = True
     retain_memory: bool = True
     warm_start: bool = True
     yield_to_compile: bool = True
@@ -82,6 +86,7 @@ class CompilerOptions:
             cpp_schedule=False,
             vec_paths=False,
             wrapping_mul=False,
+            isa_probe=False,
         )
 
     def replace(self, overrides: Mapping[str, Any]) -> CompilerOptions:

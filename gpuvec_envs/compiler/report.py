@@ -15,7 +15,7 @@ PassStatus = Literal["applied", "not_needed", "off", "failed"]
 class PassResult:
     """The outcome of one inductor-output pass on one compiled graph."""
 
-    name: str  # "direct_call", "lean_wrapper", "cpp_schedule", "vec_paths" or "wrapping_mul"
+    name: str  # "direct_call", "lean_wrapper", "cpp_schedule", "vec_paths", "wrapping_mul", ...
     status: PassStatus
     detail: str = ""  # why, or what it changed
 
