@@ -224,6 +224,32 @@ def test_two_stalled_calls_are_enough_to_try_fewer_threads(two_threads):
     assert control2.threads == 2 and control2.switches == 0
 
 
+def test_sub_millisecond_jitter_is_not_a_stall(two_threads):
+    """On a VM a 0.1 ms call now and then takes 6x as long without any core being taken:
+    not a stall (a thread waiting for a busy core costs milliseconds)."""
+    machine = FakeMachine({2: 0.1e-3, 1: 0.16e-3})
+    control = _auto(machine, idle=1.0)
+    for i in range(3000):
+        machine.cost[2] = 0.6e-3 if i % 3 == 0 else 0.1e-3
+        control(machine.call)
+    assert control.threads == 2 and control.switches == 0
+
+
+def test_timings_of_slower_code_are_forgotten(two_threads):
+    """When the called code becomes much faster (the eager step replaced by the compiled
+    one), what the slow calls taught (a count that stalled, the longest probe interval)
+    is dropped: more threads are tried again within the first interval."""
+    machine = FakeMachine({2: 60e-3, 1: 10e-3})  # eager, while a child compiles on a core
+    control = _auto(machine, idle=1.0)
+    _run(control, machine, seconds=10.0)
+    while machine.runs[-2:] != [2, 1]:  # up to the end of a failed try of 2 threads
+        control(machine.call)
+    assert control.threads == 1 and control._interval == ThreadControl.PROBE_MAX_S
+    machine.cost = {2: 0.1e-3, 1: 0.2e-3}  # compiled, the core free again
+    _run(control, machine, seconds=ThreadControl.PROBE_MIN_S + 0.05)
+    assert control.threads == 2
+
+
 def test_a_lucky_probe_of_more_threads_is_dropped_at_its_second_stall(two_threads):
     """Under a competitor, a probe of 2 threads can run while the competitor sleeps; the
     count it wins is dropped at the second stall, and the next try waits PROBE_MAX_S."""

@@ -96,9 +96,15 @@ class ThreadControl:
     PROBE_MAX_S = 3.0
     #: Calls not timed at the start (the first compiles).
     WARMUP = 1
-    #: One call this much slower than the fastest with its count is a stall (a thread of
-    #: the team waited for a busy core): fewer threads are tried at once.
+    #: One call this much slower than the fastest with its count, and by at least
+    #: STALL_MIN_S, is a stall (a thread of the team waited for a busy core, which costs
+    #: a scheduler slice, milliseconds): fewer threads are tried at once. Shorter delays
+    #: of sub-millisecond calls are a VM's jitter, not a taken core.
     STALL = 4.0
+    STALL_MIN_S = 1e-3
+    #: A window this many times faster than the best one seen with its count: the called
+    #: code changed (an eager step became compiled), so the timings so far are dropped.
+    NEW_CODE = 4.0
     #: A call that starts this long after the previous one ended is not judged: idle cores
     #: may first have to wake up (on a VM an idle vCPU took ~2 ms).
     GAP_S = 0.05
@@ -201,13 +207,15 @@ class ThreadControl:
         fastest = self._fastest.get(k, dt)
         self._fastest[k] = min(fastest, dt)
         self._window.append(dt)
-        if sum(t > self.STALL * self._fastest[k] for t in self._window) >= 2 and self._stalled(
-            k, now, limit
-        ):
+        stall = max(self.STALL * self._fastest[k], self._fastest[k] + self.STALL_MIN_S)
+        if sum(t > stall for t in self._window) >= 2 and self._stalled(k, now, limit):
             return
         if len(self._window) < self.WINDOW:
             return
         median = statistics.median(self._window)
+        if median * self.NEW_CODE < self._calm.get(k, 0.0):
+            self._forget(k, median, min(self._window), now)
+            return
         self._window.clear()
         self._current_median = median
         calm = self._calm.get(k, median)
@@ -226,6 +234,13 @@ class ThreadControl:
                 self._start_probe(options[0])
             else:
                 self._next_probe = now + self._interval
+
+    def _forget(self, k: int, median: float, fastest: float, now: float) -> None:
+        """Drop what was learnt from slower code; probe again from the first interval."""
+        self._window.clear()
+        self._calm, self._fastest = {k: median}, {k: fastest}
+        self._current_median, self._raised = median, None
+        self._interval, self._next_probe = self.PROBE_MIN_S, now
 
     def _stalled(self, k: int, now: float, limit: int) -> bool:
         """React to two stalled calls with ``k`` threads in the window; return whether it did.
