@@ -483,7 +483,11 @@ def main(argv: list[str] | None = None) -> dict:
     recent = collections.deque(maxlen=args.return_window)
     fused = args.env_backend == "gpuvec" and args.rollout == "fused"
     if fused:
-        collector = RolloutCollector(envs, agent.act, args.num_steps, backend=args.step_backend)
+        # compile: always the scan (a timed choice of paths would not be bitwise reproducible)
+        scan = True if args.step_backend == "compile" else "auto"
+        collector = RolloutCollector(
+            envs, agent.act, args.num_steps, backend=args.step_backend, scan=scan
+        )
         ep_carry = (
             torch.zeros(args.num_envs, dtype=torch.float64, device=device),
             torch.zeros(args.num_envs, dtype=torch.int64, device=device),
