@@ -52,6 +52,13 @@ def _run(control: ThreadControl, machine: FakeMachine, calls: int = 0, seconds: 
         control(machine.call)
 
 
+def _run_varying(control: ThreadControl, machine: FakeMachine, calls: int, cost_of_2) -> None:
+    """``calls`` calls, the i-th with 2 threads costing ``cost_of_2(i)`` seconds."""
+    for i in range(calls):
+        machine.cost[2] = cost_of_2(i)
+        control(machine.call)
+
+
 @pytest.mark.parametrize("bad", [0, -1, "two", "AUTO"])
 def test_bad_num_threads_value(bad):
     with pytest.raises(ValueError, match="num_threads"):
@@ -218,9 +225,7 @@ def test_two_stalled_calls_are_enough_to_try_fewer_threads(two_threads):
     # one hiccup alone changes nothing
     machine2 = FakeMachine({2: 1e-3, 1: 1.6e-3})
     control2 = _auto(machine2, idle=0.0)
-    for i in range(400):
-        machine2.cost[2] = 30e-3 if i % 50 == 25 else 1e-3
-        control2(machine2.call)
+    _run_varying(control2, machine2, 400, lambda i: 30e-3 if i % 50 == 25 else 1e-3)
     assert control2.threads == 2 and control2.switches == 0
 
 
@@ -229,9 +234,7 @@ def test_sub_millisecond_jitter_is_not_a_stall(two_threads):
     not a stall (a thread waiting for a busy core costs milliseconds)."""
     machine = FakeMachine({2: 0.1e-3, 1: 0.16e-3})
     control = _auto(machine, idle=1.0)
-    for i in range(3000):
-        machine.cost[2] = 0.6e-3 if i % 3 == 0 else 0.1e-3
-        control(machine.call)
+    _run_varying(control, machine, 3000, lambda i: 0.6e-3 if i % 3 == 0 else 0.1e-3)
     assert control.threads == 2 and control.switches == 0
 
 

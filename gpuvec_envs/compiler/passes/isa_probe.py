@@ -21,8 +21,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-#: ``ATEN_CPU_CAPABILITY`` values and the ISA name inductor matches them against.
-_CAPABILITY_ISA = {"avx2": "avx2", "avx512": "avx512"}
+#: ``ATEN_CPU_CAPABILITY`` values that inductor matches against its ISAs' names.
+_CAPABILITIES = ("avx2", "avx512")
 #: ISAs picked so far in this process, per ``ATEN_CPU_CAPABILITY``.
 _PICKED: dict[str | None, Any] = {}
 _LOCK = threading.Lock()
@@ -63,8 +63,7 @@ def picked_isa() -> tuple[Any | None, str]:
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return None, f"not an x86 Linux host ({sys.platform}, {platform.machine()})"
     capability = os.environ.get("ATEN_CPU_CAPABILITY") or None
-    want = _CAPABILITY_ISA.get(capability) if capability else None
-    if capability and want is None:
+    if capability is not None and capability not in _CAPABILITIES:
         return None, f"ATEN_CPU_CAPABILITY={capability} (inductor decides it)"
     with _LOCK:
         if capability not in _PICKED:
@@ -73,7 +72,7 @@ def picked_isa() -> tuple[Any | None, str]:
                 name = str(isa)
                 if not name or not all(f in flags for f in name.split()):
                     continue
-                if want is not None and want not in name:
+                if capability is not None and capability not in name:
                     continue
                 if isa:  # inductor's own probe of this ISA (cached per process)
                     _PICKED[capability] = isa
