@@ -394,7 +394,7 @@ class RolloutCollector:
 
     def _keep_env_step(self, reason: str) -> None:
         warnings.warn(
-            f"compiling the rollout as one scan failed ({reason}); collecting with the env's step",
+            f"the rollout's scan failed ({reason}); collecting with the env's step",
             RuntimeWarning,
             stacklevel=4,
         )
@@ -427,10 +427,9 @@ class RolloutCollector:
         times = self._trial_times
         path = "env_step" if len(times["env_step"]) < len(times["scan"]) else "scan"
         t0 = self._clock()
-        if path == "scan":
-            out = self._collect_scan(state, obs)
-        else:
-            out = self._collect_env_step(obs)
+        out = self._collect_path(path, state, obs)
+        if self.use_scan == "env_step":  # the scan failed: the env-step loop is kept
+            return out
         times[path].append(self._clock() - t0)
         if min(len(v) for v in times.values()) > self.TRIALS:  # the first of each untimed
             scan_s, step_s = (statistics.median(times[k][1:]) for k in ("scan", "env_step"))
@@ -452,8 +451,10 @@ class RolloutCollector:
         self._until_check -= 1
         path = kept if self._until_check > 0 else ("env_step" if kept == "scan" else "scan")
         t0 = self._clock()
-        out = self._collect_scan(state, obs) if path == "scan" else self._collect_env_step(obs)
+        out = self._collect_path(path, state, obs)
         dt = self._clock() - t0
+        if self.use_scan == "env_step":  # the scan failed: the env-step loop is kept
+            return out
         self.kind = kept
         if path == kept:
             self._kept_times.append(dt)
@@ -469,6 +470,21 @@ class RolloutCollector:
             self._check_every = min(2 * self._check_every, high)
         self._until_check = self._check_every
         return out
+
+    def _collect_path(self, path: str, state: ShellState, obs: torch.Tensor) -> Rollout:
+        """One rollout of ``path`` (``"scan"`` or ``"env_step"``) for the trials and checks.
+
+        A scan that raises (its call, or a recompile at it) leaves the env's state as it
+        was; the env-step loop is then kept for good, with one warning, and collects this
+        rollout.
+        """
+        if path == "scan":
+            try:
+                return self._collect_scan(state, obs)
+            except Exception as exc:  # noqa: BLE001 - the env-step loop goes on
+                self._keep_env_step(f"{type(exc).__name__}: {exc}")
+                self._scan_fn = None
+        return self._collect_env_step(obs)
 
     def _collect_env_step(self, obs: torch.Tensor) -> Rollout:
         """A loop of ``policy(obs)`` and the env's own step (its backend and threads).

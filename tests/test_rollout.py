@@ -192,6 +192,48 @@ def test_auto_collector_checks_the_other_path(monkeypatch):
     assert collector.use_scan == "env_step" and collector._check_every == 3  # 2 * 5 / 3
 
 
+@pytest.mark.parametrize("when", ["trial", "check"])
+def test_auto_collector_keeps_env_step_when_the_scan_fails(when, monkeypatch):
+    """A scan that raises during the trials or at a later check: one warning, the env's
+    state untouched by it, that rollout and every later one collected by the env-step loop
+    (equal to a hand-written loop), and the scan never called again."""
+    monkeypatch.setattr(RolloutCollector, "CHECK_EVERY", (2, 16))
+    env, ref = make(), make()
+    env.reset(seed=4)
+    obs, _ = ref.reset(seed=4)
+    module = Policy()
+    collector = RolloutCollector(env, module, T)
+    collector._scan_fn = object()  # as compiled: the trial phase starts
+    now, calls = [0.0], []
+    collector._clock = lambda: now[0]
+    loop = collector._collect_env_step
+
+    def env_step(o):
+        now[0] += 3.0
+        return loop(o)
+
+    def scan(*_):
+        calls.append(len(calls))
+        if when == "trial" or collector._kept is not None:
+            raise RuntimeError("scan broke")
+        now[0] += 1.0
+        return loop(env.unwrapped._current_obs())  # what a scan collects
+
+    collector._collect_scan, collector._collect_env_step = scan, env_step
+    while when == "check" and collector._kept != "scan":  # the trials keep the scan
+        obs = expect_loop(collector.collect(), module, ref, obs)
+    with pytest.warns(RuntimeWarning, match="scan failed .*scan broke") as record:
+        out = collector.collect()
+    assert len(record) == 1 and collector.kind == collector.use_scan == "env_step"
+    obs = expect_loop(out, module, ref, obs)
+    failed = len(calls)
+    for _ in range(20):
+        obs = expect_loop(collector.collect(), module, ref, obs)
+    assert len(calls) == failed and collector._kept is None
+    for a, b in zip(env.unwrapped.state[1:], ref.unwrapped.state[1:], strict=True):
+        assert torch.equal(a, b)
+
+
 def test_compiled_step_collector_equals_loop():
     """The fallback CPU path: one compiled policy + env step call per step."""
     c = check_against_loop("compile", scan=False)
