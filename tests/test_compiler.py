@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import gymnasium as gym
 import pytest
@@ -20,6 +21,7 @@ from gpuvec_envs.compiler import (
     CompilerOptions,
     NoFallback,
     compile_flat,
+    flat,
     resolve,
 )
 from gpuvec_envs.compiler import backend as compiler_backend
@@ -215,6 +217,22 @@ def test_no_torch_patch_outlives_a_compile_and_threads_compile_one_at_a_time():
     assert _patched_attributes() == original
 
 
+def test_compile_flat_with_the_cpp_wrapper_says_which_passes_it_skips():
+    """A graph built with inductor's C++ wrapper (the rollout scan, CleanRL's update): the
+    passes on the Python wrapper and on separately built kernels do not see it, and say so
+    as ``off`` with the reason, without a warning (a ``failed`` pass warns)."""
+    x, y = torch.arange(64, dtype=torch.int64), torch.arange(64, dtype=torch.int64) + 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        call = compile_flat(_small, (x, y), options={"cpp_wrapper": True})
+    assert all(map(torch.equal, call(x, y), _small(x, y)))
+    passes = {p.name: p for p in call.passes}
+    for name in ("lean_wrapper", "cpp_schedule", "vec_paths"):
+        assert (passes[name].status, passes[name].detail) == ("off", flat.CPP_WRAPPER_WHY)
+    assert passes["direct_call"].status == "applied"
+    assert "failed" not in {p.status for p in call.passes}
+
+
 @pytest.mark.parametrize("size_asserts", [True, False])
 def test_compile_flat_compiles_for_the_example_shapes(size_asserts):
     """Static shapes, with and without inductor's size asserts (on torch 2.14.1 a dimension
@@ -249,7 +267,7 @@ def test_a_fallback_is_reported_and_warns_once(monkeypatch):
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error", RuntimeWarning)
         backend = Backend(impure, (), "compile", "warn_once_b")
         assert torch.equal(backend(torch.ones(3)), torch.full((3,), 2.0))
     assert backend.report.strategy == "eager" and "torch_compile" in str(backend.report)

@@ -95,16 +95,19 @@ def compile_flat(
         compiled, inner, inputs, wrap_skipped = _compile(
             flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log
         )
+    cpp_wrapper = bool(inductor_options.get("cpp_wrapper"))
     call_flat, passes = direct_call(
         compiled,
         inner,
         inputs,
         len(leaves),
         enabled=compiler.direct_call,
-        lean=compiler.lean_wrapper,
+        lean=compiler.lean_wrapper and not cpp_wrapper,
     )
     passes.append(_schedule_result(compiler, log, leaves))
     passes.append(_vec_paths_result(compiler, log, leaves))
+    if cpp_wrapper:
+        passes = [_cpp_wrapper_result(p, compiler) for p in passes]
     passes.append(_wrapping_result(wrap_skipped, wrap_log))
     passes.append(_isa_probe_result(compiler, probe_log, leaves))
     unflatten = make_unflattener(captured.pop("structure"))
@@ -278,6 +281,20 @@ def _vec_paths_result(
     )
     detail = f"{log.vec_sites} calls in {log.kernels} kernels"
     return out if out is not None else PassResult("vec_paths", "applied", detail)
+
+
+#: Why the passes on the Python wrapper and on separately built kernels skip a graph
+#: compiled with inductor's C++ wrapper (the rollout scan, a ``cpp_wrapper`` option).
+CPP_WRAPPER_WHY = "not run on C++-wrapper graphs (kernels built inside the wrapper)"
+
+
+def _cpp_wrapper_result(result: PassResult, compiler: CompilerOptions) -> PassResult:
+    """``result`` for a C++-wrapper graph: the three passes that do not see one say why."""
+    if result.name not in ("lean_wrapper", "cpp_schedule", "vec_paths"):
+        return result
+    if not getattr(compiler, result.name) or result.status == "applied":
+        return result
+    return PassResult(result.name, "off", CPP_WRAPPER_WHY)
 
 
 def _wrapping_result(skipped: PassResult | None, log: wrapping.WrapLog) -> PassResult:
