@@ -427,6 +427,11 @@ def _fmt_rate(x: float) -> str:
     return f"{x:.3g}"
 
 
+def fmt_ratio(x: float) -> str:
+    """A speed ratio as text: ``0.95x``, ``12.4x``, ``127x`` (two digits below 1)."""
+    return f"{x:.0f}x" if x >= 100 else f"{x:.2g}x" if x < 1 else f"{x:.1f}x"
+
+
 def format_table(results: Sequence[Result]) -> str:
     """Markdown tables: every measurement, then the ratios."""
     lines = [
@@ -459,7 +464,7 @@ def format_table(results: Sequence[Result]) -> str:
             "|---|---|---|---|" + "---|" * len(keys),
         ]
         for row in rows:
-            cells = [f"{row[k]:.1f}x" if k in row else "-" for k in keys]
+            cells = [fmt_ratio(row[k]) if k in row else "-" for k in keys]
             lines.append(
                 f"| {row['env']} | {row['impl']} | {row['frame_skip']} | {row['num_envs']} | "
                 + " | ".join(cells)

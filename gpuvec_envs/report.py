@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from gpuvec_envs.bench import _fmt_rate
+from gpuvec_envs.bench import _fmt_rate, fmt_ratio
 
 REPORT_COMMAND = "python -m gpuvec_envs.bench --suite report --json docs/results/cpu.json"
 RENDER_COMMAND = "python -m gpuvec_envs.report render docs/results/cpu.json"
@@ -40,10 +40,6 @@ IMPLS = {
     "gym-numpy": "gymnasium's numpy vector env (CartPole only)",
     "envpool-2t": "EnvPool, 2 threads",
 }
-
-
-def _ratio(x: float) -> str:
-    return f"{x:.0f}x" if x >= 100 else f"{x:.2g}x" if x < 1 else f"{x:.1f}x"
 
 
 def _best(rows: Sequence[dict[str, Any]], impl: str) -> dict[str, Any] | None:
@@ -103,7 +99,7 @@ def _contended(sec: dict[str, Any]) -> list[str]:
         )
         for other in (peer, one):
             ok = auto is not None and other is not None
-            cells.append(_ratio(auto["steps_per_s"] / other["steps_per_s"]) if ok else "-")
+            cells.append(fmt_ratio(auto["steps_per_s"] / other["steps_per_s"]) if ok else "-")
         n = auto["num_envs"] if auto else "-"
         lines.append(f"| {_short(env)} | {n} | " + " | ".join(cells) + " |")
     return lines
@@ -129,7 +125,8 @@ def _summary(sec: dict[str, Any]) -> list[str]:
             ours = at.get("gpuvec-compile") or at.get("gpuvec-eager")
             for peer in ("gymnax-step", "gym-numpy"):
                 ok = ours is not None and peer in at
-                cells.append(_ratio(ours["steps_per_s"] / at[peer]["steps_per_s"]) if ok else "-")
+                ratio = fmt_ratio(ours["steps_per_s"] / at[peer]["steps_per_s"]) if ok else "-"
+                cells.append(ratio)
             lines.append(f"| {n} | " + " | ".join(cells) + " |")
         lines.append("")
     cols = [
@@ -162,7 +159,7 @@ def _summary(sec: dict[str, Any]) -> list[str]:
         ):
             x, y = best[a], best[b]
             cells.append(
-                "-" if x is None or y is None else _ratio(x["steps_per_s"] / y["steps_per_s"])
+                "-" if x is None or y is None else fmt_ratio(x["steps_per_s"] / y["steps_per_s"])
             )
         lines.append(f"| {_short(env)} | " + " | ".join(cells) + " |")
     return lines
@@ -303,7 +300,7 @@ def speed_table(report: dict[str, Any]) -> str:
         ]
         cells.append("-" if ref is None else _fmt_rate(ref["steps_per_s"]))
         ok = step is not None and ref is not None
-        cells.append(_ratio(step["steps_per_s"] / ref["steps_per_s"]) if ok else "-")
+        cells.append(fmt_ratio(step["steps_per_s"] / ref["steps_per_s"]) if ok else "-")
         lines.append(f"| {_short(env)} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

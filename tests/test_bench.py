@@ -169,7 +169,17 @@ def test_bench_competitor_threads_first_step_and_isa(tmp_path, capsys):
     assert row["vs gpuvec 1t same N"] == pytest.approx(
         impls["gpuvec-eager"]["steps_per_s"] / impls["gpuvec-eager-1t"]["steps_per_s"]
     )
-    assert "first step (s)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "first step (s)" in printed
+    assert f"| {bench.fmt_ratio(row['vs gpuvec 1t same N'])} |" in printed
+
+
+@pytest.mark.parametrize(
+    ("ratio", "text"), [(0.951, "0.95x"), (0.0123, "0.012x"), (12.44, "12.4x"), (127.4, "127x")]
+)
+def test_ratios_below_one_keep_two_digits(ratio, text):
+    """0.95x must not print as 0.9x: a target such as "never below 0.9x" is read off it."""
+    assert bench.fmt_ratio(ratio) == text
 
 
 def test_busy_processes_are_gone_afterwards():
