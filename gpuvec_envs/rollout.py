@@ -392,11 +392,11 @@ class RolloutCollector:
         step.start_background((env.state, env._example_action()))
         return not step.wait(0)
 
-    def _keep_env_step(self, reason: str) -> None:
+    def _keep_env_step(self, reason: str, stacklevel: int = 4) -> None:
         warnings.warn(
             f"the rollout's scan failed ({reason}); collecting with the env's step",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
         self.use_scan = self.kind = "env_step"
         self._kept = None
@@ -482,7 +482,7 @@ class RolloutCollector:
             try:
                 return self._collect_scan(state, obs)
             except Exception as exc:  # noqa: BLE001 - the env-step loop goes on
-                self._keep_env_step(f"{type(exc).__name__}: {exc}")
+                self._keep_env_step(f"{type(exc).__name__}: {exc}", stacklevel=5)
                 self._scan_fn = None
         return self._collect_env_step(obs)
 

@@ -225,6 +225,7 @@ def test_auto_collector_keeps_env_step_when_the_scan_fails(when, monkeypatch):
     with pytest.warns(RuntimeWarning, match="scan failed .*scan broke") as record:
         out = collector.collect()
     assert len(record) == 1 and collector.kind == collector.use_scan == "env_step"
+    assert record[0].filename == __file__  # pointed at the caller of collect()
     obs = expect_loop(out, module, ref, obs)
     failed = len(calls)
     for _ in range(20):
