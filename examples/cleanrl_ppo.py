@@ -493,6 +493,15 @@ def main(argv: list[str] | None = None) -> dict:
             torch.zeros(args.num_envs, dtype=torch.int64, device=device),
         )
 
+    compiled = [
+        *(["the rollout"] if fused and args.step_backend == "compile" else []),
+        *(["the update"] if args.compile_update else []),
+    ]
+    if compiled and not args.quiet:  # a first run is silent for tens of seconds otherwise
+        print(
+            f"compiling {' and '.join(compiled)} at the first call: tens of seconds on a "
+            "machine's first run, a few seconds once inductor's cache holds them"
+        )
     global_step = 0
     start_time = time.time()
     start_cpu = time.process_time()  # CPU time of this process: robust to a loaded machine
