@@ -267,7 +267,7 @@ def test_a_fallback_is_reported_and_warns_once(monkeypatch):
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("error")
         backend = Backend(impure, (), "compile", "warn_once_b")
         assert torch.equal(backend(torch.ones(3)), torch.full((3,), 2.0))
     assert backend.report.strategy == "eager" and "torch_compile" in str(backend.report)
