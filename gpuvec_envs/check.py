@@ -41,7 +41,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpuvec_envs.core.env import EnvDef, params_from_kwargs, step_output_problems
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
-from gpuvec_envs.core.vector import GpuVecEnv, as_dtype
+from gpuvec_envs.core.vector import GpuVecEnv, as_dtype, bool_observation
 from gpuvec_envs.custom import env_def_instance
 
 #: Tensor methods that read a value back to the host, and what to say about each.
@@ -486,12 +486,15 @@ def _check_obs_layout(
         report.add("observation", "observation", f"must return a tensor, got {type(obs).__name__}")
         return
     want = _torch_dtype(space.dtype)
-    if tuple(obs.shape) != expect or obs.dtype != want or obs.device != device:
+    coded = bool_observation(space) and obs.dtype == torch.uint8  # 0/1 bytes of a bool space
+    if tuple(obs.shape) != expect or not (obs.dtype == want or coded) or obs.device != device:
         report.add(
             "observation",
             "observation",
             f"must be {expect} {want} on {device} (from {space}), got {_describe(obs)}",
         )
+    elif coded and bool(((obs != 0) & (obs != 1)).any()):
+        report.add("observation", "observation", "uint8 bytes of a bool space must be 0 or 1")
 
 
 def _torch_dtype(np_dtype: np.dtype) -> torch.dtype:

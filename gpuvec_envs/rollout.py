@@ -35,7 +35,7 @@ from gpuvec_envs.compiler import threads, warm
 from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.strategies import fresh_function
 from gpuvec_envs.core.eager import host_eager
-from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step
+from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step, user_obs
 
 _log = logging.getLogger(__name__)
 
@@ -86,15 +86,17 @@ def _policy_step(
     policy: Callable[[torch.Tensor], Any],
     step: Callable[[ShellState, torch.Tensor], Any],
     action_dtype: torch.dtype,
+    coded_obs: bool,
     state: ShellState,
     obs: torch.Tensor,
 ) -> tuple[Any, ...]:
-    """One policy call and one env step.
+    """One policy call (on the observation as users see it, :func:`user_obs`) and one step.
 
     Returns:
-        ``(state, next_obs, action, reward, terminated, truncated, extras)``; flags uint8.
+        ``(state, next_obs, action, reward, terminated, truncated, extras)``; flags uint8,
+        observations as the env computes them.
     """
-    action, extras = _split(policy(obs))
+    action, extras = _split(policy(user_obs(obs, coded_obs)))
     action = action.to(action_dtype)
     out = step(state, action)
     return out.state, out.obs, action, out.reward, out.terminated, out.truncated, extras
@@ -498,8 +500,8 @@ class RolloutCollector:
         b, flags, dtype = self.buffers, self._flags, env._action_dtype
         with torch.no_grad():
             for t in range(self.num_steps):
-                b.obs[t].copy_(obs)
-                action, extras = _split(self.policy(obs))
+                self._raw_obs[t].copy_(obs)
+                action, extras = _split(self.policy(env._user_obs(obs)))
                 b.actions[t].copy_(action)
                 out = control(step, state, b.actions[t].to(dtype))
                 step.settle()
@@ -509,7 +511,7 @@ class RolloutCollector:
                 for k, v in extras.items():
                     b.extras[k][t].copy_(v)
                 state, obs = out.state, out.obs
-        b.next_obs.copy_(obs)
+        self._raw_next_obs.copy_(obs)
         env._set_state(state, obs)
         if self.use_scan != "auto":
             self.kind = "env_step"
@@ -518,9 +520,9 @@ class RolloutCollector:
     def _allocate(self, state: ShellState, obs: torch.Tensor) -> None:
         """Preallocate the buffers from one eager policy call on the current obs."""
         t = self.num_steps
-        with torch.no_grad():
-            action, extras = _split(self.policy(obs))
         env = self.env
+        with torch.no_grad():
+            action, extras = _split(self.policy(env._user_obs(obs)))
         dev = env.device
         n = env.num_envs
         act_shape = tuple(env.single_action_space.shape)
@@ -529,8 +531,11 @@ class RolloutCollector:
                 f"policy actions must have shape {(n, *act_shape)}, got {tuple(action.shape)}"
             )
         self._flags = torch.zeros(2, t, n, dtype=torch.uint8, device=dev)
+        # observations as the env computes them; the buffers show them as users see them
+        self._raw_obs = torch.empty((t, *obs.shape), dtype=obs.dtype, device=dev)
+        self._raw_next_obs = torch.empty_like(obs)
         self.buffers = Rollout(
-            obs=torch.empty((t, *obs.shape), dtype=obs.dtype, device=dev),
+            obs=env._user_obs(self._raw_obs),
             actions=torch.empty((t, n, *act_shape), dtype=env._action_dtype, device=dev),
             rewards=torch.empty((t, n), dtype=env.dtype, device=dev),
             terminated=self._flags[0].view(torch.bool),
@@ -538,7 +543,7 @@ class RolloutCollector:
             extras={
                 k: torch.empty((t, *v.shape), dtype=v.dtype, device=dev) for k, v in extras.items()
             },
-            next_obs=torch.empty_like(obs),
+            next_obs=env._user_obs(self._raw_next_obs),
         )
 
     def _env_step_fn(
@@ -559,7 +564,7 @@ class RolloutCollector:
     def _write(self, t: int, obs: torch.Tensor, out: tuple[Any, ...]) -> None:
         b = self.buffers
         _, _, action, reward, term, trunc, extras = out
-        b.obs[t].copy_(obs)
+        self._raw_obs[t].copy_(obs)
         b.actions[t].copy_(action)
         b.rewards[t].copy_(reward)
         self._flags[0, t].copy_(term)
@@ -577,7 +582,7 @@ class RolloutCollector:
                 out = fn(state, obs)
                 self._write(t, obs, out)
                 state, obs = out[0], out[1]
-        self.buffers.next_obs.copy_(obs)
+        self._raw_next_obs.copy_(obs)
         self.env._set_state(state, obs)
         return self.buffers
 
@@ -590,13 +595,13 @@ class RolloutCollector:
         with torch.no_grad():
             leaves, next_obs, ys = self._threads(self._scan_fn, self._flatten(state), obs)
         o, action, reward, term, trunc, extras = ys
-        for dst, src in ((b.obs, o), (b.actions, action), (b.rewards, reward)):
+        for dst, src in ((self._raw_obs, o), (b.actions, action), (b.rewards, reward)):
             dst.copy_(src)
         self._flags[0].copy_(term)
         self._flags[1].copy_(trunc)
         for k, v in extras.items():
             b.extras[k].copy_(v)
-        b.next_obs.copy_(next_obs)
+        self._raw_next_obs.copy_(next_obs)
         self.env._set_state(self._unflatten_state(leaves), next_obs)
         if first or self.use_scan is True:
             self.kind = "scan"
@@ -612,7 +617,9 @@ class RolloutCollector:
         """
         self._flatten = compiler.make_flattener((state,))
         self._unflatten_state = compiler.make_unflattener(state)
-        step = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)
+        step = functools.partial(
+            _policy_step, self.policy, self._env_step, self.env._action_dtype, self.env._coded_obs
+        )
         flatten, unflatten = self._flatten, self._unflatten_state
 
         def scan_body(leaves: Any, obs: torch.Tensor) -> tuple[Any, ...]:
@@ -694,7 +701,10 @@ class RolloutCollector:
         return lambda leaves, obs: compiled(leaves, obs, xs)
 
     def _build_step_fn(self, state: ShellState, obs: torch.Tensor) -> Callable[..., Any]:
-        eager = functools.partial(_policy_step, self.policy, self._env_step, self.env._action_dtype)
+        e = self.env
+        eager = functools.partial(
+            _policy_step, self.policy, self._env_step, e._action_dtype, e._coded_obs
+        )
         self.kind = "eager"
         if self.backend == "eager":
             return compiler.run_within(host_eager, eager)
@@ -730,13 +740,14 @@ class RolloutCollector:
 
     def _capture(self, state: ShellState, obs: torch.Tensor) -> None:
         with torch.no_grad():
-            action, _ = _split(self.policy(obs))
+            action, _ = _split(self.policy(self.env._user_obs(obs)))
             env_step = self._env_step_fn(state, action.to(self.env._action_dtype))
         self._flatten = compiler.make_flattener((state,))
         self._unflatten_state = compiler.make_unflattener(state)
         self._static_state = [t.clone() for t in self._flatten(state)]
         self._static_obs = obs.clone()
-        step = functools.partial(_policy_step, self.policy, env_step, self.env._action_dtype)
+        e = self.env
+        step = functools.partial(_policy_step, self.policy, env_step, e._action_dtype, e._coded_obs)
 
         def run() -> None:
             s = self._unflatten_state(tuple(self._static_state))
@@ -745,7 +756,7 @@ class RolloutCollector:
                 out = step(s, o)
                 self._write(t, o, out)
                 s, o = out[0], out[1]
-            self.buffers.next_obs.copy_(o)
+            self._raw_next_obs.copy_(o)
             for buf, t in zip(self._static_state, self._flatten(s), strict=True):
                 buf.copy_(t)
             self._static_obs.copy_(o)

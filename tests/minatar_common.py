@@ -199,7 +199,7 @@ class ParityDriver:
         game = to_state([r.game.env for r in self.refs])
         last = torch.tensor([r.game.last_action for r in self.refs], dtype=torch.int64)
         self.env.set_env_state(MinAtarState(game, last))
-        self._compare(self.env.env_def.observation(self.env.params, self.env.state.env), "inject")
+        self._compare(self.env._user_obs(self.env._current_obs()), "inject")
 
     def step(self, actions: np.ndarray) -> None:
         """One lockstep step with agent ``actions`` (N,) int; asserts exact equality."""

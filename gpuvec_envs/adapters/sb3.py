@@ -320,6 +320,8 @@ class SB3VecEnv(VecEnv):
         self._episode, outputs = self._fused_step(self._episode, self._actions)
         self._actions = None
         obs_pair, flags, rewards, *episode = self._to_numpy(*outputs)
+        if self.venv._coded_obs:  # a bool space's uint8 0/1 bytes, as bool
+            obs_pair = obs_pair.view(np.bool_)
         obs, final_obs = obs_pair[0], obs_pair[1]
         dones, time_limit = flags.view(np.bool_)
         # SB3's contract: one dict per env; only finished envs' dicts get filled below

@@ -142,7 +142,10 @@ class EnvDef(abc.ABC, Generic[State, Params]):
 
         Returns:
             Shape (N, *observation_space.shape), of the space's dtype, every row inside the
-            space.
+            space. For a ``Box`` of dtype bool it may instead be uint8 0/1, which the shell
+            returns to users as bool (a free view outside the compiled step: inductor before
+            torch 2.13 cannot lower ``view(torch.bool)``, and a compare writes bytes one by
+            one in CPU code).
         """
 
     def render(self, params: Params, state: State) -> torch.Tensor:
@@ -276,7 +279,9 @@ def select(mask: torch.Tensor, if_true: Any, if_false: Any) -> Any:
         return torch.where(mask if a.dim() == 1 else mask.view(-1, *([1] * (a.dim() - 1))), a, b)
 
     kind = type(if_true)
-    if kind is type(if_false) and hasattr(kind, "_fields"):  # a NamedTuple state: no pytree
+    # A flat NamedTuple state without pytree's per-node work; dynamo (which traces pytree
+    # natively and, before torch 2.13, rejects ``hasattr`` on a class) takes the tree_map.
+    if not torch.compiler.is_compiling() and kind is type(if_false) and hasattr(kind, "_fields"):
         if all(isinstance(x, torch.Tensor) for x in (*if_true, *if_false)):
             return kind(*map(pick, if_true, if_false))
     return pytree.tree_map(pick, if_true, if_false)

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from gpuvec_envs.compiler.passes import wrapping
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.core.eager import on_host
 
 MASK32 = 0xFFFFFFFF
@@ -121,6 +122,11 @@ def _stream_constants(first: int, count: int) -> np.ndarray:
     return out
 
 
+def _signed_stream_constants(first: int, count: int) -> list[int]:
+    """:func:`stream_constant` of streams ``first .. first + count - 1`` as signed int32."""
+    return [_signed(stream_constant(k), 32) for k in range(first, first + count)]
+
+
 def _hash_bits(x: torch.Tensor) -> torch.Tensor:
     """:func:`hash32` on int32 bits (what every draw computes)."""
     x = x ^ _srl(x, 16)
@@ -202,8 +208,10 @@ class Rng:
         """``word(bits)`` of the next streams (int32 bits), shape (N, *shape).
 
         Stream ``k``'s bits are ``hash32(base ^ hash32(2k + 1))``, computed as one broadcast
-        (N, count) hash against trace-time constants. (Building each stream as its own (N,)
-        column vectorised no better and cost ~7 s of compile time per column.)
+        (N, count) hash against a constant table of the ``hash32(2k + 1)`` (built once per
+        device, :func:`~gpuvec_envs.core.constants.table`), or against a Python int for one
+        stream. (Building each stream as its own (N,) column vectorised no better and cost
+        ~7 s of compile time per column.)
         """
         count = 1
         for s in shape:
@@ -215,10 +223,19 @@ class Rng:
             bits = _hash_np(self._base.numpy().view(np.uint32)[:, None] ^ consts[None, :])
             out = word(torch.from_numpy(bits.view(np.int32)))
             return out.reshape(self.num_envs, *shape)
-        consts = [_signed(stream_constant(k), 32) for k in range(first, first + count)]
-        streams = torch.tensor(consts, dtype=torch.int32, device=self.device)
+        if count == 1:  # a constant of the code, not a tensor: nothing to copy or lift
+            out = word(_hash_bits(self._base ^ _signed(stream_constant(first), 32)))
+            return out.reshape(self.num_envs, *shape)
+        streams = table(_signed_stream_constants, first, count, dtype=torch.int32, like=self._base)
         out = word(_hash_bits(self._base[:, None] ^ streams[None, :]))
         return out.reshape(self.num_envs, *shape)
+
+    def constant(self, make: Any, *args: Any, dtype: torch.dtype) -> torch.Tensor:
+        """A constant table on the draws' device: :func:`~gpuvec_envs.core.constants.table`.
+
+        No random draw; for reset code, which has no other tensor before its first draw.
+        """
+        return table(make, *args, dtype=dtype, like=self._base)
 
     def columns(self, k: int, kind: str = "bits", **kwargs: Any) -> tuple[torch.Tensor, ...]:
         """The ``k`` columns of ``self.<kind>(k, **kwargs)``, as ``k`` (N,) draws.

@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 from gpuvec_envs.compiler import Backend, CompileReport, CompilerOptions, resolve, threads
 from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.allocator import retain_freed_memory
+from gpuvec_envs.core.constants import traced
 from gpuvec_envs.core.eager import host_any, host_eager
 from gpuvec_envs.core.env import EnvDef, check_step_outputs, params_from_kwargs, select
 from gpuvec_envs.core.finite import check_finite, finite_probe, named_leaves
@@ -113,6 +114,22 @@ def as_flag(mask: torch.Tensor) -> torch.Tensor:
     slower than this vectorised path).
     """
     return mask.to(torch.int32).to(torch.uint8)
+
+
+def bool_observation(space: gym.Space) -> bool:
+    """Whether an env with this single-env observation space may code it as uint8 0/1."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.bool_
+
+
+def user_obs(obs: torch.Tensor, coded: bool) -> torch.Tensor:
+    """An observation as users see it: uint8 0/1 of a bool space (``coded``) made bool.
+
+    Eager code reinterprets the bytes (a free view); traced code compares them with 0
+    (inductor before torch 2.13 cannot lower a view to bool).
+    """
+    if not coded or obs.dtype != torch.uint8:
+        return obs
+    return obs != 0 if traced(obs) else obs.view(torch.bool)
 
 
 def pure_step(
@@ -312,6 +329,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.metadata = {**self.env_def.metadata, "autoreset_mode": self.autoreset_mode}
 
         self.single_observation_space = self.env_def.observation_space(self.params, self.dtype)
+        # a bool space's observation may come as uint8 0/1 (EnvDef.observation), made bool here
+        self._coded_obs = bool_observation(self.single_observation_space)
         self.single_action_space = self.env_def.action_space(self.params, self.dtype)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -348,8 +367,15 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self._state = state
         self._obs_of_state = obs
 
+    def _user_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """``obs`` as :meth:`step` returns it (:func:`user_obs`)."""
+        return user_obs(obs, self._coded_obs)
+
     def _current_obs(self) -> torch.Tensor:
-        """The observation (N, *obs_shape) of the current state, computed unless set along."""
+        """The observation (N, *obs_shape) of the current state, computed unless set along.
+
+        As the env computes it (a bool space's may be uint8: see :meth:`_user_obs`).
+        """
         obs = self._obs_of_state
         if obs is None:
             obs = self.env_def.observation(self.params, self._state.env)
@@ -522,7 +548,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             self._check_outputs("reset", obs)
         if self._window is not None:
             self.render()
-        return obs, {}
+        return self._user_obs(obs), {}
 
     def step(
         self, actions: Any
@@ -560,12 +586,12 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if out.final_obs is not None:
             done = terminated | truncated
             info = {
-                "final_obs": out.final_obs,
+                "final_obs": self._user_obs(out.final_obs),
                 "_final_obs": done,
                 "final_info": {},
                 "_final_info": done,
             }
-        return out.obs, out.reward, terminated, truncated, info
+        return self._user_obs(out.obs), out.reward, terminated, truncated, info
 
     # -- checkpoints and numerical faults -------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

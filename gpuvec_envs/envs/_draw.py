@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import torch
 
+from gpuvec_envs.core.constants import table
+
 Colour = tuple[int, int, int]
 #: Sample point of a pixel, relative to its lower-left corner: its centre.
 SAMPLE = 0.5
@@ -69,7 +71,7 @@ def _paint(frame: torch.Tensor, index: torch.Tensor, mask: torch.Tensor, colour:
     flat = frame.view(n, height * width, 3)
     k = index.shape[1] * index.shape[2]
     idx = index.reshape(n, k, 1).expand(n, k, 3)
-    rgb = torch.tensor(colour, dtype=torch.uint8, device=frame.device)
+    rgb = table(tuple(colour), dtype=torch.uint8, like=frame)
     new = torch.where(mask.reshape(n, k, 1), rgb, flat.gather(1, idx))
     flat.scatter_(1, idx, new)
 
@@ -179,8 +181,8 @@ def rotated_rect(
     ``angle`` (N,) [rad] (pygame's ``Vector2.rotate_rad``) and offset by ``ox``, ``oy``
     (N,) [px]. Returns ``(xs, ys)``, each (N, 4) float.
     """
-    cx = torch.tensor([left, left, right, right], dtype=angle.dtype, device=angle.device)
-    cy = torch.tensor([bottom, top, top, bottom], dtype=angle.dtype, device=angle.device)
+    cx = table((left, left, right, right), dtype=angle.dtype, like=angle)
+    cy = table((bottom, top, top, bottom), dtype=angle.dtype, like=angle)
     cos, sin = torch.cos(angle)[:, None], torch.sin(angle)[:, None]
     return cx * cos - cy * sin + ox[:, None], cx * sin + cy * cos + oy[:, None]
 
@@ -210,6 +212,6 @@ def polyline_mask(height: int, width: int, xs: torch.Tensor, ys: torch.Tensor) -
 
 def paint_mask(frame: torch.Tensor, mask: torch.Tensor, colour: Colour) -> torch.Tensor:
     """Set pixels of (N, H, W, 3) ``frame`` to ``colour`` where (H, W) ``mask``, in place."""
-    rgb = torch.tensor(colour, dtype=torch.uint8, device=frame.device)
+    rgb = table(tuple(colour), dtype=torch.uint8, like=frame)
     frame[:, mask] = rgb
     return frame

@@ -52,6 +52,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.core.env import EnvDef, ObservationView
 from gpuvec_envs.core.rng import Rng
 
@@ -157,9 +158,19 @@ def base_layout(width: int, height: int) -> list[int]:
     return cells
 
 
-def constant_cells(layout: list[int], n: int, device: torch.device) -> torch.Tensor:
-    """(n, len(layout)) int32 copies of a trace-time layout."""
-    return torch.tensor(layout, dtype=I32, device=device).expand(n, len(layout)).clone()
+def _bit_weights(k: int) -> list[int]:
+    """``1 << b`` for ``b < k``."""
+    return [1 << b for b in range(k)]
+
+
+def _bit_reversals(view: int) -> list[int]:
+    """Every ``view``-bit integer with its bits reversed, by value."""
+    return [sum(((k >> i) & 1) << (view - 1 - i) for i in range(view)) for k in range(1 << view)]
+
+
+def constant_cells(layout: list[int], rng: Rng) -> torch.Tensor:
+    """(N, len(layout)) int32 copies of a trace-time layout, on the draws' device."""
+    return rng.constant(tuple(layout), dtype=I32).expand(rng.num_envs, len(layout)).clone()
 
 
 def set_cell(cells: torch.Tensor, index: torch.Tensor, value: Any) -> torch.Tensor:
@@ -226,7 +237,7 @@ def first_fit(
         free = cells == EMPTY
         if avoid is not None:
             free = free & (torch.arange(n_cells, device=dev) != avoid[:, None])
-        weights = torch.tensor([1 << b for b in range(32)], dtype=torch.int64, device=dev)
+        weights = table(_bit_weights, 32, dtype=torch.int64, like=cells)
         n_words = (n_cells + 31) // 32
         if n_cells < 32 * n_words:
             pad = torch.zeros(free.shape[0], 32 * n_words - n_cells, dtype=torch.bool, device=dev)
@@ -437,15 +448,12 @@ def visibility(codes: torch.Tensor) -> torch.Tensor:
     """
     n, view = codes.shape[0], codes.shape[1]
     dev = codes.device
-    weights = torch.tensor([1 << i for i in range(view)], dtype=I32, device=dev)
+    weights = table(_bit_weights, view, dtype=I32, like=codes)
     clear = (see_behind(codes).to(I32) * weights[None, :, None]).sum(1)  # (N, V): row bits
     full = (1 << view) - 1
     rev = None
     if view <= 11:
-        bits = [
-            sum(((k >> i) & 1) << (view - 1 - i) for i in range(view)) for k in range(1 << view)
-        ]
-        rev = torch.tensor(bits, dtype=I32, device=dev)
+        rev = table(_bit_reversals, view, dtype=I32, like=codes)
     rows: list[torch.Tensor] = [torch.zeros(n, dtype=I32, device=dev)] * view
     rows[view - 1] = torch.full((n,), 1 << (view // 2), dtype=I32, device=dev)
     for j in range(view - 1, -1, -1):

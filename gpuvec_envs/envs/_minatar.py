@@ -20,6 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 import gymnasium as gym
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
 
@@ -96,7 +97,7 @@ class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
         raise NotImplementedError
 
     def game_observation(self, params: MinAtarParams, state: Any) -> torch.Tensor:
-        """(N, 10, 10, C) bool observation, channels last as minatar."""
+        """(N, 10, 10, C) uint8 0/1 observation (bool to users), channels last as minatar."""
         raise NotImplementedError
 
     # -- EnvDef -----------------------------------------------------------------------------
@@ -136,7 +137,7 @@ class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
         return MinAtarState(game, full), reward, terminal
 
     def observation(self, params: MinAtarParams, state: MinAtarState) -> torch.Tensor:
-        """(N, 10, 10, C) bool."""
+        """(N, 10, 10, C) uint8 0/1 (the shell returns it as bool)."""
         return self.game_observation(params, state.game)
 
     def render(self, params: MinAtarParams, state: MinAtarState) -> torch.Tensor:
@@ -145,12 +146,12 @@ class MinAtarEnv(EnvDef[MinAtarState, MinAtarParams]):
         As minatar's ``rgb_array`` (black for an empty cell, else ``palette[c + 1]`` for
         the last channel ``c`` set), each cell scaled up to ``CELL_PIXELS`` pixels.
         """
-        obs = self.game_observation(params, state.game)  # (N, 10, 10, C) bool
+        obs = self.game_observation(params, state.game)  # (N, 10, 10, C) uint8 0/1
         dev = obs.device
         channel = torch.arange(1, self.n_channels + 1, dtype=torch.uint8, device=dev)
         index = (obs.to(torch.uint8) * channel).amax(-1)  # (N, 10, 10)
-        table = torch.tensor(palette(self.n_channels), dtype=torch.uint8, device=dev)
-        cells = table[index.long()]  # (N, 10, 10, 3)
+        colours = table(palette, self.n_channels, dtype=torch.uint8, like=obs)
+        cells = colours[index.long()]  # (N, 10, 10, 3)
         n, rows, cols, _ = cells.shape
         k = CELL_PIXELS
         big = cells[:, :, None, :, None, :].expand(n, rows, k, cols, k, 3)

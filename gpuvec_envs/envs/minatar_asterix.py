@@ -201,7 +201,7 @@ def step(
 
 
 def observation(params: MinAtarParams, s: AsterixState) -> torch.Tensor:
-    """(N, 10, 10, 4) bool, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
+    """(N, 10, 10, 4) uint8 0/1, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
 
     Built by one scatter into zeros, as uint8 viewed as bool: 17 values per env (each
     slot's entity and trail, then the player, from one broadcast expression over per-index
@@ -228,7 +228,7 @@ def observation(params: MinAtarParams, s: AsterixState) -> torch.Tensor:
     n = s.player_x.shape[0]
     obs = torch.zeros(n, 400, dtype=torch.uint8, device=dev)
     obs = obs.scatter(1, index.to(torch.int64), shown.to(I32).to(torch.uint8))
-    return obs.view(torch.bool).view(n, 10, 10, 4)
+    return obs.view(n, 10, 10, 4)
 
 
 class Asterix(MinAtarEnv):
@@ -248,5 +248,5 @@ class Asterix(MinAtarEnv):
         return step(params, state, action, rng)
 
     def game_observation(self, params: MinAtarParams, state: AsterixState) -> torch.Tensor:
-        """(N, 10, 10, 4) bool."""
+        """(N, 10, 10, 4) uint8 0/1 (bool to users)."""
         return observation(params, state)

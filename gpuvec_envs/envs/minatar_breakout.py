@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.core.env import select
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs._minatar import MinAtarEnv, MinAtarParams
@@ -129,8 +130,13 @@ def step(
     return nxt, reward, nxt.terminal != 0
 
 
+def _brick_bits() -> list[int]:
+    """Each cell's bit in ``bricks`` (rows 1-3), 0 elsewhere."""
+    return [0] * 10 + [1 << i for i in range(30)] + [0] * 60
+
+
 def observation(params: MinAtarParams, s: BreakoutState) -> torch.Tensor:
-    """(N, 10, 10, 4) bool, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
+    """(N, 10, 10, 4) uint8 0/1, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
 
     Built as one int32 word per cell (byte ``c`` = channel ``c``, little-endian) by
     comparing each env's positions with the cell index, then viewed as bytes: one
@@ -138,8 +144,7 @@ def observation(params: MinAtarParams, s: BreakoutState) -> torch.Tensor:
     """
     dev = s.pos.device
     cell = torch.arange(100, dtype=I32, device=dev)
-    wall = [0] * 10 + [1 << i for i in range(30)] + [0] * 60  # cell's bit in ``bricks``
-    brick_bit = torch.tensor(wall, dtype=I32, device=dev)
+    brick_bit = table(_brick_bits, dtype=I32, like=s.pos)  # cell's bit in ``bricks``
     one = torch.ones((), dtype=I32, device=dev)
     zero = torch.zeros((), dtype=I32, device=dev)
     paddle = torch.where(cell == (s.pos + 90)[:, None], one, zero)
@@ -147,7 +152,7 @@ def observation(params: MinAtarParams, s: BreakoutState) -> torch.Tensor:
     trail = torch.where(cell == (s.last_y * 10 + s.last_x)[:, None], one << 16, zero)
     brick = torch.where((s.bricks[:, None] & brick_bit) != 0, one << 24, zero)
     words = paddle | ball | trail | brick  # (N, 100) int32
-    return words.view(torch.uint8).view(-1, 10, 10, 4).view(torch.bool)
+    return words.view(torch.uint8).view(-1, 10, 10, 4)
 
 
 class Breakout(MinAtarEnv):
@@ -167,5 +172,5 @@ class Breakout(MinAtarEnv):
         return step(params, state, action)
 
     def game_observation(self, params: MinAtarParams, state: BreakoutState) -> torch.Tensor:
-        """(N, 10, 10, 4) bool."""
+        """(N, 10, 10, 4) uint8 0/1 (bool to users)."""
         return observation(params, state)

@@ -153,7 +153,7 @@ def step(
 
 
 def observation(params: MinAtarParams, s: FreewayState) -> torch.Tensor:
-    """(N, 10, 10, 7) bool, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
+    """(N, 10, 10, 7) uint8 0/1, channels :data:`CHANNELS`, indexed ``[row, col, channel]``.
 
     Built by one scatter of ones into zeros, as uint8 viewed as bool: 17 flat indices per
     env (8 cars, 8 trails, the chicken) from one broadcast expression over per-index tables
@@ -175,7 +175,7 @@ def observation(params: MinAtarParams, s: FreewayState) -> torch.Tensor:
     n = s.pos.shape[0]
     obs = torch.zeros(n, 700, dtype=torch.uint8, device=dev)
     obs = obs.scatter(1, index.to(torch.int64), torch.ones_like(obs[:, :17]))
-    return obs.view(torch.bool).view(n, 10, 10, 7)
+    return obs.view(n, 10, 10, 7)
 
 
 class Freeway(MinAtarEnv):
@@ -195,5 +195,5 @@ class Freeway(MinAtarEnv):
         return step(params, state, action, rng)
 
     def game_observation(self, params: MinAtarParams, state: FreewayState) -> torch.Tensor:
-        """(N, 10, 10, 7) bool."""
+        """(N, 10, 10, 7) uint8 0/1 (bool to users)."""
         return observation(params, state)

@@ -104,6 +104,7 @@ from typing import NamedTuple
 
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.core.env import select
 from gpuvec_envs.core.rng import Rng, below, scale
 from gpuvec_envs.envs._minatar import COL0, COL9, ROW, WORD, MinAtarEnv, MinAtarParams
@@ -660,8 +661,13 @@ def _spread_cells(word: torch.Tensor, shift: int, channel: int) -> tuple[torch.T
     return a, b
 
 
+def _lane_shifts() -> list[int]:
+    """Shift of nibble lane ``q`` (0-15) inside its int32 half of a 64-bit word."""
+    return [4 * (q % 8) for q in range(16)]
+
+
 def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
-    """(N, 10, 10, 10) bool observation, channels as :data:`CHANNELS`.
+    """(N, 10, 10, 10) uint8 0/1 observation, channels as :data:`CHANNELS`.
 
     The observation of an env is the 1000-bit string ``bit 100 y + 10 x + channel`` (cell
     major), built as 32 int32 words, every op a (N,) op. Every channel but the gauges is a
@@ -743,7 +749,7 @@ def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
     # compare, which compiles to fewer instructions than masking) and the shift in it.
     dev = s.sub_x.device
     lane = torch.arange(16, dtype=I32, device=dev)
-    shift = torch.tensor([4 * (q % 8) for q in range(16)], dtype=I32, device=dev)
+    shift = table(_lane_shifts, dtype=I32, like=lane)
 
     def spread(a: torch.Tensor, b: torch.Tensor, lanes: int) -> torch.Tensor:
         half = torch.where(lane[:lanes] < 8, a[..., None], b[..., None])
@@ -753,7 +759,7 @@ def observation(params: MinAtarParams, s: SeaquestState) -> torch.Tensor:
     # Words 0-239 as (N, 15, 16) and 240-249; int32 tables, no bool loads.
     main = spread(lo32[:, :15], hi32[:, :15], 16).reshape(-1, 240)
     out = torch.cat((main, spread(lo32[:, 15], hi32[:, 15], 10)), dim=1)  # (N, 250) int32
-    return out.view(torch.bool).view(-1, 10, 10, len(CHANNELS))
+    return out.view(torch.uint8).view(-1, 10, 10, len(CHANNELS))
 
 
 class Seaquest(MinAtarEnv):
@@ -773,5 +779,5 @@ class Seaquest(MinAtarEnv):
         return step(params, state, action, rng.columns(5, "bits32"))
 
     def game_observation(self, params: MinAtarParams, state: SeaquestState) -> torch.Tensor:
-        """(N, 10, 10, 10) bool."""
+        """(N, 10, 10, 10) uint8 0/1 (bool to users)."""
         return observation(params, state)

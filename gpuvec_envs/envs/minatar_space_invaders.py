@@ -212,12 +212,12 @@ def spread6(x: torch.Tensor) -> torch.Tensor:
     return lo | (hi << 30)
 
 
-def bits_to_bool(words: torch.Tensor, nbits: int) -> torch.Tensor:
-    """(..., K) int64 words of ``nbits`` bits -> (..., K * nbits) bool, bit j -> element j.
+def bits_to_bytes(words: torch.Tensor, nbits: int) -> torch.Tensor:
+    """(..., K) int64 words of ``nbits`` bits -> (..., K * nbits) uint8 0/1, bit j -> byte j.
 
     The bits are spread into bytes four (or two) at a time, stored as int32 (int16) words and
-    reinterpreted as bool: a zero-copy view in eager and compiled code (compiled bool or
-    uint8 stores are written byte by byte, and a same-width bool view is a copy).
+    reinterpreted as bytes: a zero-copy view in eager and compiled code (compiled uint8
+    stores are written byte by byte).
     """
     if nbits % 4 == 0:
         shifts = torch.arange(0, nbits, 4, device=words.device)
@@ -228,11 +228,11 @@ def bits_to_bool(words: torch.Tensor, nbits: int) -> torch.Tensor:
         b = words[..., None] >> shifts
         out = ((b & 1) | ((b & 2) << 7)).to(torch.int16)
     # View the words' bytes (no flatten first: a merged index is not vectorised).
-    return out.view(torch.bool).view(*words.shape[:-1], -1)
+    return out.view(torch.uint8).view(*words.shape[:-1], -1)
 
 
 def observation(params: MinAtarParams, s: SpaceInvadersState) -> torch.Tensor:
-    """(N, 10, 10, 6) bool observation, channels as :data:`CHANNELS`."""
+    """(N, 10, 10, 6) uint8 0/1 observation, channels as :data:`CHANNELS`."""
     left = s.alien_dir < 0
     rows = []
     for r in range(10):
@@ -244,7 +244,7 @@ def observation(params: MinAtarParams, s: SpaceInvadersState) -> torch.Tensor:
         if r == 9:
             m = m | (1 << (6 * s.pos))
         rows.append(m)
-    cells = bits_to_bool(torch.stack(rows, dim=1), 60)  # (N, 10 rows, 60)
+    cells = bits_to_bytes(torch.stack(rows, dim=1), 60)  # (N, 10 rows, 60)
     return cells.view(-1, 10, 10, len(CHANNELS))
 
 
@@ -265,5 +265,5 @@ class SpaceInvaders(MinAtarEnv):
         return step(params, state, action)
 
     def game_observation(self, params: MinAtarParams, state: SpaceInvadersState) -> torch.Tensor:
-        """(N, 10, 10, 6) bool."""
+        """(N, 10, 10, 6) uint8 0/1 (bool to users)."""
         return observation(params, state)

@@ -67,7 +67,7 @@ class DoorKey(MiniGridEnv):
         n, dev = rng.num_envs, rng.device
         layout = base_layout(w, h)
         layout[(h - 2) * w + w - 2] = GOAL
-        cells = constant_cells(layout, n, dev)
+        cells = constant_cells(layout, rng)
         split = rand_int(rng, 2, w - 2)
         column = torch.arange(w * h, dtype=I32, device=dev) % w
         cells = torch.where(column == split[:, None], WALL, cells)

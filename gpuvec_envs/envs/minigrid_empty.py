@@ -60,7 +60,7 @@ class Empty(MiniGridEnv):
         n, dev = rng.num_envs, rng.device
         layout = base_layout(w, h)
         layout[(h - 2) * w + w - 2] = GOAL
-        cells = constant_cells(layout, n, dev)
+        cells = constant_cells(layout, rng)
         zero = torch.zeros(n, dtype=I32, device=dev)
         if params.agent_start_pos is None:
             x, y = place(rng, cells, w, self.placement_tries(params), (0, w), (0, h))

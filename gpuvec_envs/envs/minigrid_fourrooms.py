@@ -74,7 +74,7 @@ class FourRooms(MiniGridEnv):
         for i in range(w):
             layout[mid * w + i] = WALL
             layout[i * w + mid] = WALL
-        cells = constant_cells(layout, n, dev)
+        cells = constant_cells(layout, rng)
         upper = rand_int(rng, 1, mid)
         cells = set_cell(cells, upper * w + mid, EMPTY)
         left = rand_int(rng, 1, mid)

@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs._grid import (
     COLOR_NAMES,
@@ -146,6 +147,11 @@ def connected(num_rows: int) -> np.ndarray:
     return reach == (1 << (COLS * num_rows)) - 1
 
 
+def _connected_list(num_rows: int) -> list[bool]:
+    """:func:`connected` as a list (for a constant table)."""
+    return connected(num_rows).tolist()
+
+
 @functools.cache
 def connect_iterations(num_rows: int, bound: float = 1e-9) -> int:
     """Iterations ``T`` after which ``connect_all`` runs on with probability <= ``bound``.
@@ -185,9 +191,9 @@ def additions(num_rows: int) -> int:
     return max(bin(full & ~(w.initial[r] | w.blocked[r])).count("1") for r in range(num_rows))
 
 
-def _table(values: Any, index: torch.Tensor) -> torch.Tensor:
-    """``values[index]`` for a trace-time sequence (a constant tensor gathered)."""
-    return torch.tensor(values, dtype=torch.int64, device=index.device)[index.long()]
+def _table(values: tuple[int, ...], index: torch.Tensor) -> torch.Tensor:
+    """``values[index]`` for a trace-time tuple (a constant tensor gathered)."""
+    return table(values, dtype=torch.int64, like=index)[index.long()]
 
 
 class KeyCorridor(MiniGridEnv):
@@ -250,7 +256,7 @@ class KeyCorridor(MiniGridEnv):
         for j in range(1, r):  # the corridor: the middle column's inner walls removed
             for x in range(step + 1, 2 * step):
                 layout[j * step * w + x] = EMPTY
-        cells = constant_cells(layout, n, dev)
+        cells = constant_cells(layout, rng)
 
         # RoomGrid._gen_grid: door positions, right wall then bottom wall of each room
         right, bottom = {}, {}
@@ -313,7 +319,7 @@ class KeyCorridor(MiniGridEnv):
         n_walls, t_max = len(wl.rooms), connect_iterations(r)
         dev = cells.device
         words = rng.bits(self.connect_words(params))  # (N, 3 T + A + 1) int64
-        done_table = torch.tensor(connected(r), device=dev)
+        done_table = table(_connected_list, r, dtype=torch.bool, like=words)
         mask = _table(wl.initial, locked)  # (N,) int64 walls with a door
         blocked = _table(wl.blocked, locked)  # (N,) walls that may not get one
         start = torch.zeros_like(mask)  # first iteration after the last added door

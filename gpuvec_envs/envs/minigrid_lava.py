@@ -73,7 +73,7 @@ def _start(params: LavaParams, rng: Rng) -> tuple[torch.Tensor, torch.Tensor]:
     layout = base_layout(w, h)
     layout[(h - 2) * w + w - 2] = GOAL
     zero = torch.zeros(rng.num_envs, dtype=I32, device=rng.device)
-    return constant_cells(layout, rng.num_envs, rng.device), zero
+    return constant_cells(layout, rng), zero
 
 
 class _ObstacleEnv(MiniGridEnv):

@@ -88,7 +88,7 @@ class Unlock(MiniGridEnv):
             for x in range(w):
                 if x in (0, ROOM - 1, w - 1) or y in (0, h - 1):
                     layout[y * w + x] = WALL
-        cells = constant_cells(layout, n, dev)
+        cells = constant_cells(layout, rng)
         door_y = rand_int(rng, 1, ROOM - 1)
         color = named_color(rand_int(rng, 0, len(COLOR_NAMES)))
         door = code("door", "red", "locked") | (color << 4)

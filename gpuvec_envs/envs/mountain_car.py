@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs import _draw as draw
@@ -163,8 +164,10 @@ def render_frames(params: Any, s: Any, width: int = 600, height: int = 400) -> t
     flag_y2 = flag_y1 + 50
     zero = torch.zeros_like(pos)
     draw.fill_box(frame, zero.long() + flag_x, zero.long() + flag_y1, 0, flag_y2 - flag_y1, BLACK)
-    fx = zero[:, None] + torch.tensor([flag_x, flag_x, flag_x + 25.0], device=dev)
-    fy = zero[:, None] + torch.tensor([flag_y2, flag_y2 - 10.0, flag_y2 - 5.0], device=dev)
+    fx = zero[:, None] + table((flag_x, flag_x, flag_x + 25.0), dtype=zero.dtype, like=zero)
+    fy = zero[:, None] + table(
+        (flag_y2, flag_y2 - 10.0, flag_y2 - 5.0), dtype=zero.dtype, like=zero
+    )
     draw.fill_polygon(frame, fx, fy, 25.0, FLAG)
     return frame
 
