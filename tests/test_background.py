@@ -137,7 +137,6 @@ def _no_child(monkeypatch):
 
 def test_a_failing_background_compile_stays_eager_with_one_warning(monkeypatch):
     monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
-    monkeypatch.setattr(compiler_backend, "_warned", set())
     _no_child(monkeypatch)
     b = Backend(_fn, (), "background", "boom", strategies=(_Boom(),))
     x = torch.arange(4.0)

@@ -18,13 +18,13 @@ import gpuvec_envs  # noqa: F401 - registers the IDs
 from gpuvec_envs.compiler import (
     COMPILE_LOCK,
     Backend,
+    CompileError,
     CompilerOptions,
     NoFallback,
     compile_flat,
     flat,
     resolve,
 )
-from gpuvec_envs.compiler import backend as compiler_backend
 from gpuvec_envs.compiler.options import from_env
 from gpuvec_envs.compiler.passes import cpp_schedule
 from gpuvec_envs.core.vector import GpuVecEnv
@@ -256,21 +256,37 @@ def test_compile_flat_compiles_for_the_example_shapes(size_asserts):
         assert all(map(torch.equal, out, _small(x, y)))
 
 
-def test_a_fallback_is_reported_and_warns_once(monkeypatch):
-    monkeypatch.setattr(compiler_backend, "_warned", set())
+def test_every_fallback_is_reported_and_warned_naming_its_backend():
+    """Not once per process: a second function that falls back warns too, by its label."""
 
     def impure(x: torch.Tensor) -> torch.Tensor:
         return x + 1 if x.sum().item() > 0 else x - 1
 
-    with pytest.warns(RuntimeWarning, match="flat_call strategy failed; falling back to"):
-        Backend(impure, (), "compile", "warn_once_a")(torch.ones(3))
-    import warnings
+    for label in ("first env", "second env"):
+        with pytest.warns(RuntimeWarning) as record:
+            backend = Backend(impure, (), "compile", "warn_each", label=label)
+            assert torch.equal(backend(torch.ones(3)), torch.full((3,), 2.0))
+        messages = [str(w.message) for w in record]
+        assert any(
+            f"{label}: the flat_call strategy failed; falling back to" in m for m in messages
+        )
+        assert any(
+            f"{label}: the torch_compile strategy failed; falling back to eager" in m
+            for m in messages
+        )
+        assert backend.report.strategy == "eager"
+        assert [f.strategy for f in backend.report.fallbacks] == ["flat_call", "torch_compile"]
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        backend = Backend(impure, (), "compile", "warn_once_b")
-        assert torch.equal(backend(torch.ones(3)), torch.full((3,), 2.0))
-    assert backend.report.strategy == "eager" and "torch_compile" in str(backend.report)
+
+def test_strict_raises_instead_of_falling_back():
+    def impure(x: torch.Tensor) -> torch.Tensor:
+        return x + 1 if x.sum().item() > 0 else x - 1
+
+    backend = Backend(impure, (), "compile", "strict", compiler={"strict": True}, label="mine")
+    for _ in range(2):  # nothing is kept: every call tries (and raises) again
+        with pytest.raises(CompileError, match="mine: the flat_call strategy failed"):
+            backend(torch.ones(3))
+    assert backend.report is None
 
 
 def test_the_functions_own_error_is_raised_at_once_not_a_fallback():

@@ -29,6 +29,8 @@ _LAZY = {
     },
     "SB3VecEnv": "gpuvec_envs.adapters.sb3",
     "make_sb3_vec_env": "gpuvec_envs.adapters.sb3",
+    "TorchRLEnv": "gpuvec_envs.adapters.torchrl",
+    "make_torchrl_env": "gpuvec_envs.adapters.torchrl",
 }
 
 __all__ = sorted(_LAZY)

@@ -5,7 +5,7 @@ Nothing here knows about environments: it compiles pure functions of pytrees of 
 (:class:`Backend`), reporting what it did (:class:`CompileReport`). See docs/compiler.md.
 """
 
-from gpuvec_envs.compiler.backend import BACKENDS, Backend, run_within
+from gpuvec_envs.compiler.backend import BACKENDS, Backend, CompileError, run_within
 from gpuvec_envs.compiler.cuda_graph import CudaGraphCall
 from gpuvec_envs.compiler.flat import COMPILE_LOCK, compile_flat
 from gpuvec_envs.compiler.inplace import InPlaceStateCall
@@ -20,6 +20,7 @@ __all__ = [
     "ENV_VAR",
     "STRATEGIES",
     "Backend",
+    "CompileError",
     "CompileReport",
     "CompilerOptions",
     "CudaGraphCall",

@@ -23,6 +23,11 @@ from gpuvec_envs.compiler.report import CompileReport, Fallback
 from gpuvec_envs.compiler.strategies import STRATEGIES, NoFallback, Request, Strategy
 
 _log = logging.getLogger(__name__)
+
+
+class CompileError(RuntimeError):
+    """A compile strategy failed under ``compiler_options={"strict": True}``."""
+
 BACKENDS = ("auto", "eager", "compile", "background")
 #: Seconds of eager calls after which the ``background`` backend starts compiling: a
 #: function called only briefly (a test, a short script) is never compiled.
@@ -85,13 +90,17 @@ class Backend:
     child process, which fills inductor's on-disk cache
     (:mod:`~gpuvec_envs.compiler.background`; meanwhile eager calls leave one of the
     process's CPU threads to it); the first call after the child finishes builds the
-    compiled call from the warm cache (seconds, on the caller's thread) and runs it. Switching
-    changes no state a state-first call carries, but eager and compiled float results can
-    differ in the last bit, and the switch point depends on timing. On CUDA, ``background``
-    and ``auto`` compile at the first call, as ``compile`` does (the CUDA graph is captured
-    on the caller's thread); on the CPU ``auto`` is ``background``. With the
-    ``warm_start`` switch (on by default), a CPU call that an earlier process compiled
-    (:mod:`~gpuvec_envs.compiler.warm`) is built from the cache at the first call instead.
+    compiled call from the warm cache (seconds, on the caller's thread; on CUDA the CUDA
+    graph is captured there too) and runs it. Switching changes no state a state-first call
+    carries, but eager and compiled float results can differ in the last bit, and the switch
+    point depends on timing. ``auto`` is ``background``. On CUDA the child starts at the
+    first call. With the ``warm_start`` switch (on by default), a CPU call that an earlier
+    process compiled (:mod:`~gpuvec_envs.compiler.warm`) is built from the cache at the
+    first call instead.
+
+    A strategy that fails, and a background compile that fails, are reported in
+    :attr:`report` and warned about (naming :attr:`label`) for every backend; with the
+    ``strict`` option they raise :class:`CompileError` instead.
 
     Args:
         fn: The pure function.
@@ -113,6 +122,7 @@ class Backend:
             owe a pause as long as they ran, which the caller pays with :meth:`settle`
             (outside its own timing of the call); only with the ``yield_to_compile``
             switch on, on at most :data:`YIELD_MAX_CPUS` CPUs.
+        label: What the warnings call this function (default: ``tag``), e.g. the env.
 
     Raises:
         ValueError: an unknown ``backend``.
@@ -133,6 +143,7 @@ class Backend:
         strategies: Sequence[Strategy] = STRATEGIES,
         eager_context: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
         yield_to_child: bool = False,
+        label: str | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -146,6 +157,7 @@ class Backend:
             legacy["inductor"] = {**opts.inductor, **options}
         self.options = opts.replace(legacy)
         self.eager_fn = functools.partial(fn, *bound)
+        self.label = label or tag
         # what eager calls run (eager_fn itself is what the strategies trace)
         self._eager_call = (
             self.eager_fn if eager_context is None else run_within(eager_context, self.eager_fn)
@@ -179,10 +191,11 @@ class Backend:
         """Call the function; a compiled backend compiles (or switches) on its first calls."""
         if self._compiled_once:
             return self._fn(*args)
+        cuda = self.eager_calls == 0 and on_cuda(args)
         if (
             self._compile_next
             or self.mode == "compile"
-            or (self.eager_calls == 0 and (on_cuda(args) or self._cache_is_warm(args)))
+            or (self.eager_calls == 0 and not cuda and self._cache_is_warm(args))
         ):
             self._compiled_once = True
             self.name = "compile"
@@ -207,7 +220,7 @@ class Backend:
         self.eager_calls += 1
         if self._yield and pending is not None and pending.child_pid is not None:
             self._owed_pause += seconds  # leave the compile a share of the CPUs
-        if pending is None and self._eager_seconds >= START_AFTER_S:
+        if pending is None and (cuda or self._eager_seconds >= START_AFTER_S):
             self.start_background(args)
         return out
 
@@ -284,10 +297,16 @@ class Backend:
         if reason is None:
             try:
                 built = self._compile(args)
+            except CompileError:
+                raise
             except Exception as exc:  # noqa: BLE001 - the eager calls go on
                 reason = f"{type(exc).__name__}: {exc}".split("\n")[0][:500]
         if reason is not None:
-            warn_once("the background compile failed; the calls stay eager", reason, 4)
+            what = "the background compile failed; the calls stay eager"
+            if self.options.strict:
+                self._compiled_once = False
+                raise CompileError(f"{self.label}: {what} ({reason})")
+            self._warn(what, reason, 4)
             self.name, self.kind = "eager", "eager"
             self.report = CompileReport(
                 strategy="eager",
@@ -314,6 +333,11 @@ class Backend:
             self.report.compile_seconds,
         )
         return out
+
+    def _warn(self, what: str, reason: str, stacklevel: int) -> None:
+        """A RuntimeWarning naming this backend's :attr:`label` (one per backend and cause)."""
+        message = f"gpuvec_envs compiler: {self.label}: {what} ({reason})"
+        warnings.warn(message, RuntimeWarning, stacklevel + 1)
 
     def _cache_is_warm(self, args: tuple[Any, ...]) -> bool:
         """Whether an earlier process compiled this call into inductor's cache (CPU only)."""
@@ -385,7 +409,10 @@ class Backend:
                 later = [s.name for s in self.strategies[k + 1 :] if s.applies(request) is None]
                 nxt = later[0] if later else "none"
                 what = f"the {strategy.name} strategy failed; falling back to {nxt}"
-                warn_once(what, reason, 5)
+                if self.options.strict:
+                    self._compiled_once = False  # the next call tries (and raises) again
+                    raise CompileError(f"{self.label}: {what} ({reason})") from exc
+                self._warn(what, reason, 5)
                 continue
             break
         else:  # pragma: no cover - the last strategy (eager) always applies
@@ -398,5 +425,6 @@ class Backend:
             compile_seconds=time.perf_counter() - start,
             torch_version=torch.__version__,
             options=self.options.items(),
+            kernels=built.kernels,
         )
         return built.call, strategy, report, built.out

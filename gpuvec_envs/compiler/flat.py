@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import copyreg
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
+from gpuvec_envs.compiler.kernels import kernels_of
 from gpuvec_envs.compiler.options import CompilerOptions
 from gpuvec_envs.compiler.passes import cpp_schedule, isa_probe, wrapping
 from gpuvec_envs.compiler.passes.cpp_schedule import ScheduleLog, scheduled_cpp_kernels
@@ -92,7 +94,7 @@ def compile_flat(
 
     log, wrap_log, probe_log = ScheduleLog(), wrapping.WrapLog(), isa_probe.ProbeLog()
     with COMPILE_LOCK, stable_cache_keys():
-        compiled, inner, inputs, wrap_skipped = _compile(
+        compiled, inner, inputs, wrap_skipped, placed = _compile(
             flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log
         )
     cpp_wrapper = bool(inductor_options.get("cpp_wrapper"))
@@ -121,6 +123,8 @@ def compile_flat(
     call.unflatten = unflatten  # type: ignore[attr-defined]
     call.flat = call_flat  # type: ignore[attr-defined]
     call.passes = tuple(passes)  # type: ignore[attr-defined]
+    call.graph_inputs = describe_inputs(leaves, inputs[len(leaves) :], placed)  # type: ignore[attr-defined]
+    call.kernels = kernels_of(inner.get("code"))  # type: ignore[attr-defined]
     return call
 
 
@@ -132,12 +136,17 @@ def _compile(
     log: ScheduleLog,
     wrap_log: wrapping.WrapLog,
     probe_log: isa_probe.ProbeLog,
-) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None]:
+) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None, int]:
     """Trace and compile.
 
-    Returns AOT autograd's call, inductor's output, all inputs and the ``wrapping_mul``
-    pass's result if it did not apply (``None`` if it did).
+    ``leaves`` may be fake tensors (of a ``FakeTensorMode`` with a shape env and static
+    shapes): then nothing runs for real (:mod:`~gpuvec_envs.compiler.fake_cuda`).
+
+    Returns AOT autograd's call, inductor's output, all inputs, the ``wrapping_mul``
+    pass's result if it did not apply (``None`` if it did) and the number of constants
+    placed on the graph's device (:func:`_place_constants`).
     """
+    from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -145,7 +154,8 @@ def _compile(
 
     # A tracing context with a shape env lets inductor's FX graph cache keep the compiled
     # code on disk (without one it bypasses the cache and every process compiles anew).
-    fake_mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    given = detect_fake_mode(leaves)
+    fake_mode = given or FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
     inner: dict[str, Any] = {}
 
     def inner_compile(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
@@ -170,6 +180,9 @@ def _compile(
         products = wrapping.wrapping_products(wrap_log) if wrap_skipped is None else None
         with products or contextlib.nullcontext():
             graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
+        device = graph_device(leaves)
+        placed = _place_constants(graph, device, fake_mode if given else None)
+        check_no_host_copies(graph, device)
         _lift_scan_constants(graph)
         # Constants become inputs, so that AOT autograd adds none and the generated code
         # can be called directly; not around higher-order ops (inductor's C++ ``scan``
@@ -184,7 +197,126 @@ def _compile(
         fake_inputs = [fake_mode.from_tensor(t, static_shapes=True) for t in inputs]
         with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
-    return compiled, inner, inputs, wrap_skipped
+    return compiled, inner, inputs, wrap_skipped, placed
+
+
+def graph_device(leaves: list[torch.Tensor]) -> torch.device | None:
+    """The one device every leaf is on, or None (no leaves, or several devices)."""
+    devices = {t.device for t in leaves}
+    return devices.pop() if len(devices) == 1 else None
+
+
+def _place_constants(
+    gm: torch.fx.GraphModule, device: torch.device | None, fake_mode: Any = None
+) -> int:
+    """Copy the host constants that the graph copies to its device onto it, once.
+
+    ``torch.tensor(values, device=d)`` traces as a host constant and a copy to ``d`` at
+    every call: on CUDA a copy from pageable memory and a host synchronisation per step,
+    and inside a CUDA graph a copy that the replay does not redo from the constant. Each
+    such copy of a constant is made here, at compile time (as a fake tensor under
+    ``fake_mode``), and the graph reads the device constant instead. Returns their number.
+    """
+    if device is None or device.type == "cpu":
+        return 0
+    aten = torch.ops.aten
+    placed = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten._to_copy.default:
+            continue
+        src = node.args[0]
+        if src.op == "call_function" and src.target is aten.lift_fresh_copy.default:
+            src = src.args[0]
+        to = node.kwargs.get("device")
+        if src.op != "get_attr" or to is None or torch.device(to) != device:
+            continue
+        value = getattr(gm, src.target)
+        if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
+            continue
+        kwargs = dict(node.kwargs)
+        if fake_mode is None:
+            on_device = aten._to_copy.default(value, **kwargs)
+        else:  # no real device: a fake tensor of the copy's layout
+            with fake_mode:
+                on_device = torch.empty_strided(
+                    value.shape,
+                    value.stride(),
+                    dtype=kwargs.get("dtype") or value.dtype,
+                    device=device,
+                )
+        name = f"_gpuvec_device_constant_{placed}"
+        gm.register_buffer(name, on_device)
+        with gm.graph.inserting_before(node):
+            attr = gm.graph.get_attr(name)
+        attr.meta = dict(node.meta)
+        node.replace_all_uses_with(attr)
+        gm.graph.erase_node(node)
+        placed += 1
+    if placed:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return placed
+
+
+class HostCopyError(RuntimeError):
+    """A graph of a device copies host data to it at every call (see :func:`_place_constants`)."""
+
+
+def check_no_host_copies(gm: torch.fx.GraphModule, device: torch.device | None) -> None:
+    """Raise :class:`HostCopyError` if the graph of ``device`` copies host tensors to it.
+
+    Such a copy is a host synchronisation per call (from pageable memory), and a CUDA graph
+    replays it without reading the host tensor again. After :func:`_place_constants`
+    none should be left; what is left was computed on the host inside the traced function.
+    """
+    if device is None or device.type == "cpu":
+        return
+    copies = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or "copy" not in str(node.target):
+            continue
+        out, src = node.meta.get("val"), [a.meta.get("val") for a in node.all_input_nodes]
+        host = [s for s in src if isinstance(s, torch.Tensor) and s.device.type == "cpu"]
+        if host and isinstance(out, torch.Tensor) and out.device == device:
+            copies.append(f"{node.target}({host[0].dtype} {tuple(host[0].shape)})")
+    if copies:
+        raise HostCopyError(
+            f"the {device} graph copies host tensors to the device at every call: "
+            f"{', '.join(copies[:5])}; build them on the device (e.g. "
+            "gpuvec_envs.core.constants.table)"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphInputs:
+    """What a compiled call reads at every call: its leaves, then its lifted constants.
+
+    Attributes:
+        device: The device of every leaf (None: none, or several).
+        leaves: Number of leaves (the call's arguments, flattened).
+        constants: ``"shape dtype device"`` of each lifted constant.
+        placed: Constants copied onto ``device`` at compile time (:func:`_place_constants`).
+    """
+
+    device: torch.device | None
+    leaves: int
+    constants: tuple[str, ...]
+    placed: int
+
+    @property
+    def host_constants(self) -> tuple[str, ...]:
+        """Host constants of a graph of another device (a CUDA graph would freeze them)."""
+        if self.device is None or self.device.type == "cpu":
+            return ()
+        return tuple(c for c in self.constants if c.endswith(" cpu"))
+
+
+def describe_inputs(
+    leaves: list[torch.Tensor], constants: list[torch.Tensor], placed: int
+) -> GraphInputs:
+    """A :class:`GraphInputs` of a compiled graph."""
+    described = tuple(f"{tuple(c.shape)} {c.dtype} {c.device.type}" for c in constants)
+    return GraphInputs(graph_device(leaves), len(leaves), described, placed)
 
 
 def _wrapping_skipped(compiler: CompilerOptions, leaves: list[torch.Tensor]) -> PassResult | None:

@@ -63,6 +63,8 @@ class InPlaceStateCall:
         self._flat, self._unflatten = call.flat, call.unflatten
         #: The outcome of each pass (see :func:`~gpuvec_envs.compiler.flat.compile_flat`).
         self.passes = call.passes
+        #: The compiled graph's kernels (see :mod:`~gpuvec_envs.compiler.kernels`).
+        self.kernels = call.kernels
 
     def __call__(self, state: Any, *rest: Any) -> Any:
         """Copy a foreign state into the buffers, step them in place, return the outputs."""

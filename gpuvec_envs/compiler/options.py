@@ -21,7 +21,7 @@ _TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 
 @dataclasses.dataclass(frozen=True)
 class CompilerOptions:
-    """Switches of the compiled backend (all on by default).
+    """Switches of the compiled backend (all on by default, but ``strict``).
 
     Attributes:
         flat_call: Compile into a guard-free flat call (off: ``torch.compile`` runs it).
@@ -49,6 +49,9 @@ class CompilerOptions:
             with at most :data:`~gpuvec_envs.compiler.backend.YIELD_MAX_CPUS` CPUs, pause
             after each of its eager steps for as long as the step ran, so that the
             compiled step arrives sooner.
+        strict: Raise :class:`~gpuvec_envs.compiler.backend.CompileError` where a
+            strategy (or a background compile) fails, instead of falling back to a slower
+            one with a warning (off by default).
         inductor: ``torch._inductor.config`` values set while compiling (not settable
             from the environment variable).
     """
@@ -65,6 +68,7 @@ class CompilerOptions:
     retain_memory: bool = True
     warm_start: bool = True
     yield_to_compile: bool = True
+    strict: bool = False
     inductor: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from gpuvec_envs.compiler.kernels import Kernel
+
 #: ``applied``: the pass changed the compiled code; ``not_needed``: nothing for it to do
 #: (e.g. no C++ block crowded enough); ``off``: switched off; ``failed``: it could not run
 #: (a form it does not know, a torch internal that is missing) and the code is inductor's.
@@ -52,6 +54,8 @@ class CompileReport:
             what warmed inductor's cache first (a child process, its seconds, or why
             none); empty for a compile at the first call.
         eager_calls: Calls that ran eagerly before the compiled call took over.
+        kernels: The compiled graph's kernels (:mod:`~gpuvec_envs.compiler.kernels`),
+            or None where not known (``torch_compile``, eager).
     """
 
     strategy: str
@@ -63,6 +67,7 @@ class CompileReport:
     options: tuple[tuple[str, object], ...]
     background: str = ""
     eager_calls: int = 0
+    kernels: tuple[Kernel, ...] | None = None
 
     @property
     def fast_path(self) -> bool:
@@ -85,6 +90,11 @@ class CompileReport:
                 f"  compiled in the background after {self.eager_calls} eager calls "
                 f"({self.background})"
             )
+        if self.kernels is not None:
+            kinds = sorted({k.kind for k in self.kernels})
+            sizes = [k.nbytes for k in self.kernels]
+            moved = f", {sum(sizes)} B per call" if sizes and None not in sizes else ""
+            lines.append(f"  kernels: {len(self.kernels)} {'/'.join(kinds)}{moved}")
         lines += [f"  pass {p}" for p in self.passes]
         lines += [f"  fallback from {f}" for f in self.fallbacks]
         lines += [f"  skipped {f}" for f in self.skipped]

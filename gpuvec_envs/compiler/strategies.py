@@ -23,6 +23,7 @@ import torch
 from gpuvec_envs.compiler.cuda_graph import CudaGraphCall
 from gpuvec_envs.compiler.flat import compile_flat
 from gpuvec_envs.compiler.inplace import InPlaceStateCall
+from gpuvec_envs.compiler.kernels import Kernel
 from gpuvec_envs.compiler.options import CompilerOptions
 from gpuvec_envs.compiler.pytree import make_flattener, on_cuda, same_layout
 from gpuvec_envs.compiler.report import PassResult
@@ -55,6 +56,7 @@ class Built(NamedTuple):
     call: Callable[..., Any]
     out: Any
     passes: tuple[PassResult, ...] = ()
+    kernels: tuple[Kernel, ...] | None = None  # of the compiled graph, if known
 
 
 class Strategy(Protocol):
@@ -89,7 +91,7 @@ class FlatCall:
         out = call(*args)
         if request.state_first and not same_layout(args[0], out[0]):
             call = compile_flat(fn, args, compiler=options)
-        return Built(call, out, call.passes)
+        return Built(call, out, call.passes, call.kernels)
 
 
 class CudaGraph:
@@ -107,7 +109,7 @@ class CudaGraph:
         args = request.args
         n = len(make_flattener(args[:1])(args[0])) if request.state_first else 0
         graphed = CudaGraphCall(flat.call, args, {i: i for i in range(n)})
-        return Built(graphed, flat.out, flat.passes)
+        return Built(graphed, flat.out, flat.passes, flat.kernels)
 
 
 class InPlaceState:
@@ -127,7 +129,7 @@ class InPlaceState:
 
     def build(self, request: Request) -> Built:  # noqa: D102
         call = InPlaceStateCall(request.fn, request.args, compiler=request.options)
-        return Built(call, call(*request.args), call.passes)
+        return Built(call, call(*request.args), call.passes, call.kernels)
 
 
 class TorchCompile:

@@ -250,8 +250,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
             a cold inductor cache) and is bitwise reproducible per seed. ``background``
             steps eagerly at first and compiles off the caller's path, then switches
             (the state carries over exactly; float results can differ from the eager
-            steps' in the last bit, at a timing-dependent step). ``auto`` is
-            ``background`` on the CPU and ``compile`` on CUDA. See docs/performance.md.
+            steps' in the last bit, at a timing-dependent step; on CUDA the switch also
+            captures the CUDA graph). ``auto`` is ``background``. See docs/performance.md.
         validate: Check every action's shape, dtype, device and values (range, NaN), and
             that every step and reset leaves state, reward and observations finite
             (``FloatingPointError`` naming the env and field otherwise). The value checks
@@ -396,6 +396,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
             options=threads.inductor_options(),
             eager_context=host_eager,
             yield_to_child=True,  # paid by settle(), after ThreadControl's timing
+            label=f"{type(self.env_def).__name__} env {id(self):x} "
+            f"(num_envs={self.num_envs}, {self.device})",
         )
 
     @property
