@@ -626,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="autotune: bytes the env may use (default: 1/4 of free memory)",
     )
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--suite", choices=["report"], default=None, help="run a named sweep")
+    p.add_argument("--suite", choices=["report", "gpu"], default=None, help="run a named sweep")
     return p
 
 

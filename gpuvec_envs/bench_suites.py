@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gpuvec_envs import bench, bench_gymnax
+from gpuvec_envs import bench, bench_gymnax, bench_navix
 from gpuvec_envs.bench import Opened, Result
 
 #: Note stored in every report about the conditions it was measured in.
@@ -56,6 +56,7 @@ class Section:
         num_threads: ``num_threads`` values of gpuvec's per-call step rows.
         competitor: Busy processes (``while True: pass``) running while the section is
             timed (set up before they start), to measure speed on a contended CPU.
+        navix: Also time navix's ``jit(vmap(step))`` at every ``num_envs`` (MiniGrid).
     """
 
     name: str
@@ -69,6 +70,7 @@ class Section:
     rollout_steps: int = 32
     num_threads: tuple[int | str, ...] = ("auto",)
     competitor: int = 0
+    navix: bool = False
 
 
 CLASSIC = (
@@ -122,6 +124,37 @@ REPORT = (
         gymnax=False,
         num_threads=("auto", 1),
         competitor=1,
+    ),
+)
+
+
+#: The GPU report's sections (``--suite gpu``): gymnax's and navix's envs at large N.
+GPU_REPORT = (
+    Section(
+        "gpu_cartpole",
+        "GPU: CartPole-v1",
+        ("gpuvec/CartPole-v1",),
+        (1 << 16, 1 << 22, 1 << 24),
+        peers=(),
+        rollout_num_envs=1 << 20,
+    ),
+    Section("gpu_classic", "GPU: classic control at N=2^22", CLASSIC[1:], (1 << 22,), peers=()),
+    Section(
+        "gpu_minatar",
+        "GPU: MinAtar at N=2^20",
+        MINATAR,
+        (1 << 20,),
+        peers=(),
+        rollout_num_envs=1 << 16,
+    ),
+    Section(
+        "gpu_minigrid",
+        "GPU: MiniGrid at N=2^20",
+        MINIGRID,
+        (1 << 20,),
+        peers=(),
+        gymnax=False,
+        navix=True,
     ),
 )
 
@@ -190,6 +223,8 @@ def _jobs(section: Section, backend: str) -> list[tuple[str, dict[str, Any]]]:
             jobs.append(("gymnax-scan", kw))
     if section.gymnax:
         jobs += [("gymnax-step", dict(num_envs=n)) for n in section.num_envs]
+    if section.navix:
+        jobs += [("navix-step", dict(num_envs=n)) for n in section.num_envs]
     for peer in section.peers:
         if peer == "numpy":
             sizes = list(section.num_envs)
@@ -208,6 +243,8 @@ def _open(kind: str, env_id: str, kw: dict[str, Any], device: str) -> Opened | N
         return bench_gymnax.open_gymnax_step(env_id, **kw)
     if kind == "gymnax-scan":
         return bench_gymnax.open_gymnax_rollout(env_id, **kw)
+    if kind == "navix-step":
+        return bench_navix.open_navix_step(env_id, **kw)
     return bench.open_peer(env_id, **kw)
 
 
@@ -229,14 +266,15 @@ def run_section(
     notes: list[str] = []
     results: list[Result] = []
     gymnax_reason = bench_gymnax.gymnax_missing() if section.gymnax else None
-    if gymnax_reason is not None:
-        notes.append(gymnax_reason)
+    navix_reason = bench_navix.navix_missing() if section.navix else None
+    notes += [r for r in (gymnax_reason, navix_reason) if r is not None]
+    missing = {"gymnax": gymnax_reason, "navix": navix_reason}
     for env_id in section.envs:
         opened: list[Opened] = []
         scale: list[int] = []
         try:
             for kind, kw in _jobs(section, backend):
-                if kind.startswith("gymnax") and gymnax_reason is not None:
+                if missing.get(kind.split("-")[0]) is not None:
                     continue
                 print(f"[report] {section.name} {env_id} {kind} {kw}", file=log, flush=True)
                 try:
@@ -293,6 +331,11 @@ def machine() -> dict[str, Any]:
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
     info.update(bench_gymnax.versions())
+    info.update(bench_navix.versions())
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1))
+        info.update(cuda=torch.version.cuda)
     return info
 
 
@@ -372,23 +415,114 @@ def write_json(report: dict[str, Any], path: str) -> None:
         f.write("\n")
 
 
+def copy_rate(device: str = "cuda", nbytes: int = 1 << 30) -> float:
+    """The device's copy rate [bytes/s, read plus written]: the median of 10 timed copies."""
+    x = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        y.copy_(x)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return 2 * nbytes / sorted(times)[len(times) // 2]
+
+
+def _timed_step(env_id: str, num_envs: int, *, min_time: float, **kw: Any) -> dict[str, Any]:
+    """One gpuvec config timed alone: env-steps/s, first-step seconds and its report."""
+    opened = bench.open_gpuvec(env_id, num_envs, "compile", device="cuda", **kw)
+    bench.time_interleaved([opened], min_time=min_time, repeats=3)
+    r = opened.result
+    out = {"env": env_id, "num_envs": num_envs, "steps_per_s": r.steps_per_s}
+    out.update(first_step_s=r.first_step_s, setup_s=r.setup_s, path=r.note, **kw)
+    opened.close()
+    return out
+
+
+def gpu_extras(*, min_time: float, log: Any = sys.stderr) -> dict[str, Any]:
+    """What the GPU report adds to the tables: copy rate, bytes moved, frame skip, new N.
+
+    * ``copy_GBps``: a 1 GiB device-to-device copy, read plus written.
+    * ``bytes``: CartPole-v1's compiled step at 2^22 and 2^24 with the bytes inductor
+      states for each kernel (``benchmark_kernel``): achieved GB/s and its share of the
+      copy rate.
+    * ``frame_skip``: simulation steps/s at ``frame_skip`` 8 over 1 (CartPole 2^22,
+      Breakout 2^20).
+    * ``second_n``: the first step of CartPole at 2^20 after 2^22 compiled in this process.
+    """
+    out: dict[str, Any] = {"copy_GBps": copy_rate() / 1e9}
+    print(f"[gpu] copy {out['copy_GBps']:.0f} GB/s", file=log, flush=True)
+    rows = []
+    for n in (1 << 22, 1 << 24):
+        env = gym.make_vec(
+            "gpuvec/CartPole-v1",
+            num_envs=n,
+            device="cuda",
+            backend="compile",
+            validate=False,
+            compiler_options={"inductor": {"benchmark_kernel": True}},
+        )
+        env.reset(seed=0)
+        env.step(torch.zeros(n, dtype=torch.int64, device="cuda"))
+        kernels = env.unwrapped.compile_report.kernels or ()
+        env.close()
+        sizes = [k.nbytes for k in kernels]
+        per_env = sum(sizes) / n if sizes and None not in sizes else None
+        timed = _timed_step("gpuvec/CartPole-v1", n, min_time=min_time)
+        gbps = None if per_env is None else timed["steps_per_s"] * per_env / 1e9
+        rows.append(
+            dict(
+                timed,
+                kernels=len(kernels),
+                bytes_per_env_step=per_env,
+                achieved_GBps=gbps,
+                share_of_copy=None if gbps is None else gbps / out["copy_GBps"],
+            )
+        )
+        print(f"[gpu] bytes {rows[-1]}", file=log, flush=True)
+    out["bytes"] = rows
+    skips = []
+    for env_id, n in (("gpuvec/CartPole-v1", 1 << 22), ("gpuvec/MinAtar-Breakout-v1", 1 << 20)):
+        one = _timed_step(env_id, n, min_time=min_time)
+        eight = _timed_step(env_id, n, min_time=min_time, frame_skip=8)
+        ratio = 8 * eight["steps_per_s"] / one["steps_per_s"]
+        skips.append(dict(env=env_id, num_envs=n, k1=one, k8=eight, sim_steps_ratio=ratio))
+        print(f"[gpu] frame_skip {env_id} {ratio:.2f}x", file=log, flush=True)
+    out["frame_skip"] = skips
+    t0 = time.perf_counter()
+    second = _timed_step("gpuvec/CartPole-v1", 1 << 20, min_time=min_time)
+    out["second_n"] = dict(second, wall_s=time.perf_counter() - t0)
+    return out
+
+
 def main_suite(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
-    """``gpuvec-bench --suite report``: run :data:`REPORT` and write ``--json``.
+    """``gpuvec-bench --suite report|gpu``: run :data:`REPORT` (or :data:`GPU_REPORT`).
 
     ``--min-time``, ``--repeats``, ``--device`` and ``--threads`` apply; the sweep's envs
-    and sizes are the report's own.
+    and sizes are the report's own. ``gpu`` runs on CUDA and adds :func:`gpu_extras`.
     """
-    if args.suite != "report":
-        raise ValueError(f"unknown suite {args.suite!r}; suites: report")
+    if args.suite not in ("report", "gpu"):
+        raise ValueError(f"unknown suite {args.suite!r}; suites: report, gpu")
     if not args.json_path:
-        raise ValueError("--suite report needs --json PATH")
+        raise ValueError(f"--suite {args.suite} needs --json PATH")
     words = sys.argv[1:] if argv is None else list(argv)
+    gpu = args.suite == "gpu"
+    if gpu and not torch.cuda.is_available():
+        raise ValueError("--suite gpu needs a CUDA device")
     report = run_report(
+        GPU_REPORT if gpu else REPORT,
         min_time=args.min_time,
         repeats=args.repeats,
-        device=args.device,
+        device="cuda" if gpu else args.device,
         command="python -m gpuvec_envs.bench " + " ".join(words),
         json_path=args.json_path,
     )
+    if gpu:
+        report["gpu"] = gpu_extras(min_time=args.min_time)
+        write_json(report, args.json_path)
     print(f"wrote {args.json_path} ({report['wall_s']:.0f} s)")
     return 0

@@ -7,7 +7,9 @@ BENCHMARKS.md is reproduced exactly by::
     python -m gpuvec_envs.report render docs/results/cpu.json
 
 which writes ``BENCHMARKS.md``, ``docs/results/<section>.png`` and the speed table between
-:data:`README_START` and :data:`README_END` in ``README.md``.
+:data:`README_START` and :data:`README_END` in ``README.md``. Where the GPU report
+``docs/results/gpu.json`` (``tools/gpu_check.sh``) lies beside the JSON, BENCHMARKS.md ends
+with its GPU section.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ IMPLS = {
     "gpuvec-rollout-eager": "gpuvec `RolloutCollector`, eager",
     "gymnax-step": "gymnax `jit(vmap(env.step))` (one call = one step of N envs)",
     "gymnax-scan": "gymnax `jit(lax.scan)` of T steps of the same linear policy and the env",
+    "navix-step": "navix `jit(vmap(env.step))` with our observation (first-person 7x7x3)",
     "gym-sync": "gymnasium `SyncVectorEnv` of the reference env (minatar for MinAtar, "
     "minigrid's under `ImgObsWrapper` for MiniGrid)",
     "gym-numpy": "gymnasium's numpy vector env (CartPole only)",
@@ -132,15 +135,32 @@ def _summary(sec: dict[str, Any]) -> list[str]:
     cols = [
         ("gpuvec step", ("gpuvec-compile", "gpuvec-eager")),
         ("gymnax step", ("gymnax-step",)),
+        ("navix step", ("navix-step",)),
         ("gpuvec rollout", ("gpuvec-rollout-compile", "gpuvec-rollout-eager")),
         ("gymnax scan", ("gymnax-scan",)),
         ("gym-sync (best N)", ("gym-sync",)),
     ]
+    ratios = [
+        ("gpuvec step", "gymnax step", "step / gymnax"),
+        ("gpuvec step", "navix step", "step / navix"),
+        ("gpuvec rollout", "gymnax scan", "rollout / gymnax scan"),
+        ("gpuvec step", "gym-sync (best N)", "step / gym-sync"),
+    ]
+    # peers only some reports have: navix (GPU), gymnasium's SyncVectorEnv (CPU)
+    optional = ("navix step", "gym-sync (best N)")
+    cols = [
+        (c, impls)
+        for c, impls in cols
+        if c not in optional or any(r["impl"] in impls for r in rows)
+    ]
+    names = {c for c, _ in cols}
+    ratios = [(a, b, title) for a, b, title in ratios if a in names and b in names]
     lines += [
         "| env | "
         + " | ".join(c for c, _ in cols)
-        + " | step / gymnax | rollout / gymnax scan | step / gym-sync |",
-        "|---|" + "---|" * (len(cols) + 3),
+        + "".join(f" | {title}" for _, _, title in ratios)
+        + " |",
+        "|---|" + "---|" * (len(cols) + len(ratios)),
     ]
     for env in envs:
         mine = [r for r in rows if r["env"] == env]
@@ -152,11 +172,7 @@ def _summary(sec: dict[str, Any]) -> list[str]:
         for name, _ in cols:
             b = best[name]
             cells.append("-" if b is None else f"{_fmt_rate(b['steps_per_s'])} (N={b['num_envs']})")
-        for a, b in (
-            ("gpuvec step", "gymnax step"),
-            ("gpuvec rollout", "gymnax scan"),
-            ("gpuvec step", "gym-sync (best N)"),
-        ):
+        for a, b, _ in ratios:
             x, y = best[a], best[b]
             cells.append(
                 "-" if x is None or y is None else fmt_ratio(x["steps_per_s"] / y["steps_per_s"])
@@ -258,6 +274,78 @@ def render_markdown(report: dict[str, Any], plots: dict[str, str] | None = None)
             out.append("")
     out += ["Command of this run: `" + (report.get("command") or REPORT_COMMAND) + "`", ""]
     return "\n".join(out)
+
+
+GPU_COMMAND = "tools/gpu_check.sh  # or: python -m gpuvec_envs.bench --suite gpu --json PATH"
+
+
+def _gpu_extras(extras: dict[str, Any]) -> list[str]:
+    """The GPU report's copy-rate, bytes, frame-skip and new-N rows."""
+    copy = extras["copy_GBps"]
+    lines = [
+        f"Device copy rate (1 GiB, read + written): {copy:.0f} GB/s.",
+        "",
+        "| measure | env | N | value |",
+        "|---|---|---|---|",
+    ]
+    for row in extras.get("bytes", []):
+        per_env, gbps = row.get("bytes_per_env_step"), row.get("achieved_GBps")
+        value = f"{row['kernels']} kernels, {_fmt_rate(row['steps_per_s'])} env-steps/s"
+        if per_env is not None and gbps is not None:
+            value += (
+                f", {per_env:.0f} B per env-step: {gbps:.0f} GB/s = "
+                f"{100 * row['share_of_copy']:.0f} % of the copy rate"
+            )
+        lines.append(
+            f"| bytes moved by the step | {_short(row['env'])} | {row['num_envs']} | {value} |"
+        )
+    for row in extras.get("frame_skip", []):
+        value = (
+            f"{fmt_ratio(row['sim_steps_ratio'])} the simulation steps/s of frame_skip=1 "
+            f"({_fmt_rate(8 * row['k8']['steps_per_s'])} vs {_fmt_rate(row['k1']['steps_per_s'])})"
+        )
+        lines.append(f"| frame_skip=8 | {_short(row['env'])} | {row['num_envs']} | {value} |")
+    second = extras.get("second_n")
+    if second:
+        lines.append(
+            f"| first step at a second N (compile) | {_short(second['env'])} | "
+            f"{second['num_envs']} | {second['first_step_s']:.1f} s |"
+        )
+    return lines
+
+
+def render_gpu(report: dict[str, Any]) -> list[str]:
+    """The GPU section of BENCHMARKS.md from a ``--suite gpu`` report."""
+    m = report["machine"]
+    soft = f"torch {m['torch']} (CUDA {m.get('cuda')})"
+    for name in ("jax", "gymnax", "navix"):
+        if m.get(name):
+            soft += f", {name} {m[name]}"
+    out = [
+        "## GPU",
+        "",
+        f"Measured on {m.get('gpu', 'a GPU')} ({m.get('gpu_memory_gib', '?')} GiB), "
+        f"{m['cpu_count']} CPUs, {soft}, {m['date']}; recorded in "
+        "[docs/results/gpu.json](docs/results/gpu.json) by `" + GPU_COMMAND + "`. "
+        "env-steps/s, medians of 3 blocks; random actions; `validate=False`; every "
+        "configuration of an env timed in turn in one run.",
+        "",
+    ]
+    for sec in report["sections"]:
+        out += [f"### {sec['title']}", ""]
+        if sec.get("rollout_num_envs"):
+            out += [
+                f"Rollouts: T={sec['rollout_steps']} steps of N={sec['rollout_num_envs']} "
+                "envs per call, linear policy.",
+                "",
+            ]
+        out += _summary(sec)
+        out += ["", "<details><summary>All rows</summary>", "", *_details(sec), "", "</details>"]
+        out += [f"- Note: {note}" for note in sec["notes"]]
+        out.append("")
+    if report.get("gpu"):
+        out += ["### Bytes, frame skip, a new batch size", "", *_gpu_extras(report["gpu"]), ""]
+    return out
 
 
 def speed_table(report: dict[str, Any]) -> str:
@@ -401,6 +489,10 @@ def render(
     base = os.path.dirname(os.path.abspath(out))
     rel = {k: os.path.relpath(os.path.abspath(p), base) for k, p in paths.items()}
     text = render_markdown(report, rel)
+    gpu_json = os.path.join(os.path.dirname(json_path), "gpu.json")
+    if os.path.exists(gpu_json):  # the device check's report, next to the CPU one
+        with open(gpu_json) as f:
+            text += "\n" + "\n".join(render_gpu(json.load(f)))
     with open(out, "w") as f:
         f.write(text)
     if readme:
@@ -420,7 +512,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--out", default="BENCHMARKS.md")
     r.add_argument("--plots-dir", default=None, help="default: the JSON's folder")
     r.add_argument("--readme", default="README.md", help="README to update ('' for none)")
+    g = sub.add_parser("gpu-table", help="print the GPU section of a --suite gpu report")
+    g.add_argument("json_path")
     args = p.parse_args(argv)
+    if args.cmd == "gpu-table":
+        with open(args.json_path) as f:
+            print("\n".join(render_gpu(json.load(f))))
+        return 0
     render(args.json_path, args.out, args.plots_dir, args.readme or None)
     print(f"wrote {args.out}")
     return 0

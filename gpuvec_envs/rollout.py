@@ -607,14 +607,8 @@ class RolloutCollector:
             self.kind = "scan"
         return b
 
-    def _build_scan_fn(self, state: ShellState, obs: torch.Tensor) -> Callable[..., Any]:
-        """``f(state_leaves, obs) -> (state_leaves, next_obs, stacked step outputs)``.
-
-        A policy that is an ``nn.Module`` (or a method of one) is traced with its
-        parameters and buffers as inputs, straight to inductor (no dynamo: a process that
-        finds the rollout in inductor's cache starts ~1 s sooner); any other callable goes
-        through ``torch.compile``, which lifts the tensors it reads.
-        """
+    def _scan_body(self, state: ShellState) -> Callable[..., Any]:
+        """``body(state_leaves, obs) -> (state_leaves, next_obs, (obs, action, ...))``."""
         self._flatten = compiler.make_flattener((state,))
         self._unflatten_state = compiler.make_unflattener(state)
         step = functools.partial(
@@ -629,6 +623,17 @@ class RolloutCollector:
             new_leaves = tuple(t.clone() for t in flatten(new_state))
             return new_leaves, next_obs, (obs.clone(), action, reward, term, trunc, extras)
 
+        return scan_body
+
+    def _build_scan_fn(self, state: ShellState, obs: torch.Tensor) -> Callable[..., Any]:
+        """``f(state_leaves, obs) -> (state_leaves, next_obs, stacked step outputs)``.
+
+        A policy that is an ``nn.Module`` (or a method of one) is traced with its
+        parameters and buffers as inputs, straight to inductor (no dynamo: a process that
+        finds the rollout in inductor's cache starts ~1 s sooner); any other callable goes
+        through ``torch.compile``, which lifts the tensors it reads.
+        """
+        scan_body = self._scan_body(state)
         module = _policy_module(self.policy)
         if module is None:
             return self._build_dynamo_scan(scan_body)  # compiles at its first call
@@ -644,6 +649,24 @@ class RolloutCollector:
         state: ShellState,
         obs: torch.Tensor,
     ) -> Callable[..., Any]:
+        rollout, weights, xs, split = self._flat_scan(scan_body, module, state)
+        args = (weights(), self._flatten(state), obs, xs)
+        compiled = compiler.compile_flat(rollout, args, options=SCAN_INDUCTOR_OPTIONS)
+
+        def call(leaves: Any, o: torch.Tensor) -> tuple[Any, ...]:
+            return split(compiled(weights(), leaves, o, xs))
+
+        return call
+
+    def _flat_scan(
+        self, scan_body: Callable[..., Any], module: torch.nn.Module, state: ShellState
+    ) -> tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]], torch.Tensor, Any]:
+        """The scan rollout as one pure function, with what it is called with.
+
+        Returns ``(rollout, weights, xs, split)``: ``rollout(weights(), state_leaves, obs,
+        xs)`` runs T steps (T = ``len(xs)``); ``split(out)`` unpacks its result into
+        ``(state_leaves, next_obs, (obs, action, reward, terminated, truncated, extras))``.
+        """
         from torch._higher_order_ops.scan import scan_op
         from torch.nn.utils.stateless import _reparametrize_module
 
@@ -652,8 +675,7 @@ class RolloutCollector:
         def weights() -> tuple[torch.Tensor, ...]:  # aliases: in-place updates are seen
             return tuple(t.detach() for t in (*module.parameters(), *module.buffers()))
 
-        flatten = self._flatten
-        n_leaves = len(flatten(state))
+        n_leaves = len(self._flatten(state))
         keys = list(self.buffers.extras)
 
         def body(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -666,18 +688,13 @@ class RolloutCollector:
         def rollout(w: Any, leaves: Any, o: torch.Tensor, xs: torch.Tensor) -> Any:
             return tuple(scan_op(body, [*leaves, o], [xs], additional_inputs=tuple(w)))
 
-        xs = torch.zeros(self.num_steps, 1, device=self.env.device)  # scan's length
-        compiled = compiler.compile_flat(
-            rollout, (weights(), flatten(state), obs, xs), options=SCAN_INDUCTOR_OPTIONS
-        )
-
-        def call(leaves: Any, o: torch.Tensor) -> tuple[Any, ...]:
-            out = compiled(weights(), leaves, o, xs)
+        def split(out: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
             ys = out[n_leaves + 1 :]
             extras = dict(zip(keys, ys[5:], strict=True))
             return out[:n_leaves], out[n_leaves], (*ys[:5], extras)
 
-        return call
+        xs = torch.zeros(self.num_steps, 1, device=self.env.device)  # scan's length
+        return rollout, weights, xs, split
 
     def _build_dynamo_scan(self, scan_body: Callable[..., Any]) -> Callable[..., Any]:
         from torch._higher_order_ops import scan
@@ -775,6 +792,21 @@ class RolloutCollector:
             run()
         self._graph = graph
         self.kind = "cuda_graph"
+
+
+def scan_rollout_example(
+    env: GpuVecEnv, policy: torch.nn.Module, num_steps: int
+) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """The pure T-step rollout a collector compiles as one scan, and example arguments.
+
+    For checks of the compiled rollout (e.g. lowering it for CUDA without a GPU,
+    :mod:`gpuvec_envs.compiler.fake_cuda`); ``env`` is reset.
+    """
+    collector = RolloutCollector(env, policy, num_steps, backend="compile", scan=True)
+    state, obs = env.state, env._current_obs()
+    collector._allocate(state, obs)
+    rollout, weights, xs, _ = collector._flat_scan(collector._scan_body(state), policy, state)
+    return rollout, (weights(), collector._flatten(state), obs, xs)
 
 
 def rollout_episode_stats(

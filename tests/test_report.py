@@ -221,3 +221,59 @@ def test_linear_policy_matches_shapes_and_bounds():
     obs[:, 0, 0, 0] = True
     w = torch.from_numpy(bench_gymnax.policy_weights(400, 3))
     assert torch.equal(disc(obs), w[0].argmax().expand(6))
+
+
+def _gpu_fixture() -> dict:
+    dk = "gpuvec/MiniGrid-DoorKey-8x8-v0"
+    fixture = _fixture()
+    fixture["machine"].update(gpu="NVIDIA H200", gpu_memory_gib=139.8, cuda="13.0", navix="4.0.0")
+    fixture["sections"] = [
+        {
+            "name": "gpu_minigrid",
+            "title": "GPU: MiniGrid at N=2^20",
+            "num_envs": [1 << 20],
+            "rollout_num_envs": None,
+            "rollout_steps": 32,
+            "results": [
+                _row(dk, "gpuvec-compile", 1 << 20, 400e6, note="cuda_graph"),
+                _row(dk, "navix-step", 1 << 20, 80e6),
+            ],
+            "notes": [],
+        }
+    ]
+    cart = {"env": "gpuvec/CartPole-v1", "num_envs": 1 << 22, "steps_per_s": 15e9}
+    fixture["gpu"] = {
+        "copy_GBps": 4300.0,
+        "bytes": [
+            dict(cart, kernels=2, bytes_per_env_step=142.0, achieved_GBps=2130.0,
+                 share_of_copy=2130 / 4300)
+        ],
+        "frame_skip": [
+            dict(env=cart["env"], num_envs=1 << 22, sim_steps_ratio=6.0,
+                 k1=dict(steps_per_s=15e9), k8=dict(steps_per_s=11.25e9))
+        ],
+        "second_n": dict(cart, num_envs=1 << 20, first_step_s=0.8),
+    }  # fmt: skip
+    return fixture
+
+
+def test_gpu_section_renders_navix_and_the_extras() -> None:
+    lines = report.render_gpu(_gpu_fixture())
+    assert lines[0] == "## GPU" and "NVIDIA H200 (139.8 GiB)" in lines[2]
+    assert "navix 4.0.0" in lines[2]
+    head = next(x for x in lines if x.startswith("| env | gpuvec step"))
+    assert "navix step" in head and "step / navix" in head and "gym-sync" not in head
+    assert any(x.startswith("| MiniGrid-DoorKey-8x8-v0 | 400M (N=1048576) |") and "| 5.0x |" in x
+               for x in lines)  # fmt: skip
+    assert "Device copy rate (1 GiB, read + written): 4300 GB/s." in lines
+    assert any("142 B per env-step: 2130 GB/s = 50 % of the copy rate" in x for x in lines)
+    assert any("frame_skip=8 | CartPole-v1 | 4194304 | 6.0x" in x for x in lines)
+    assert "| first step at a second N (compile) | CartPole-v1 | 1048576 | 0.8 s |" in lines
+
+
+def test_render_adds_the_gpu_section_when_gpu_json_lies_beside(tmp_path) -> None:
+    (tmp_path / "cpu.json").write_text(json.dumps(_fixture()))
+    out = tmp_path / "B.md"
+    assert "## GPU" not in report.render(str(tmp_path / "cpu.json"), str(out))
+    (tmp_path / "gpu.json").write_text(json.dumps(_gpu_fixture()))
+    assert "\n## GPU\n" in report.render(str(tmp_path / "cpu.json"), str(out))

@@ -28,6 +28,7 @@ _log = logging.getLogger(__name__)
 class CompileError(RuntimeError):
     """A compile strategy failed under ``compiler_options={"strict": True}``."""
 
+
 BACKENDS = ("auto", "eager", "compile", "background")
 #: Seconds of eager calls after which the ``background`` backend starts compiling: a
 #: function called only briefly (a test, a short script) is never compiled.

@@ -11,8 +11,9 @@ runs on a machine without a GPU), and it depends on torch internals, all of them
   as an NVIDIA H200 would (:data:`H200`), and Triton gets a driver that only names the
   target (``sm_90``);
 * ``make_fx`` evaluates no constant for real (``CONSTANT_NUMEL_LIMIT = 0``), and inductor
-  folds none (``joint_graph_constant_folding``), reads no cached graph and states each Triton
-  kernel's bytes (``benchmark_kernel``);
+  folds none (``joint_graph_constant_folding``), times no padded matrix product
+  (``shape_padding``), reads no cached graph and states each Triton kernel's bytes
+  (``benchmark_kernel``);
 * ``GraphLowering.codegen`` (or ``.run``, to stop after lowering) raises once its work is
   done, with the source.
 
@@ -193,6 +194,8 @@ def fake_gpu(stop_after: str = "codegen") -> Iterator[None]:
         "joint_graph_constant_folding": False,
         "fx_graph_cache": False,
         "benchmark_kernel": True,
+        "shape_padding": False,  # pads matrix products by timing them on the device
+        "compile_threads": 1,  # nothing to compile: no worker pool
     }
     with contextlib.ExitStack() as stack:
         for target, name, value in patches:

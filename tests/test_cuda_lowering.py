@@ -1,0 +1,110 @@
+"""Every registered step compiles for CUDA, checked without a GPU (fake CUDA tensors).
+
+Needs a CUDA build of torch with Triton (one runs on a machine without a GPU): CI runs this
+file in a second virtual environment (``tools/cuda_lowering.sh``); with a CPU build of
+torch it is skipped. See :mod:`gpuvec_envs.compiler.fake_cuda`.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import torch
+
+import gpuvec_envs  # noqa: F401 - registers the IDs
+from gpuvec_envs.compiler import compile_flat, fake_cuda, flat
+from gpuvec_envs.registry import REGISTRY
+
+WHY = fake_cuda.unavailable()
+pytestmark = pytest.mark.skipif(
+    WHY is not None,
+    reason=f"needs a CUDA build of torch with Triton ({WHY}): tools/cuda_lowering.sh",
+)
+N = 64
+IDS = [e.id for e in REGISTRY]
+#: One registered ID per env class (the first).
+CLASS_REPS = list({e.env_def: e.id for e in reversed(REGISTRY)}.values())
+
+
+def _env(env_id: str, **kwargs):
+    env = gym.make_vec(env_id, num_envs=N, backend="eager", validate=False, **kwargs).unwrapped
+    env.reset(seed=0)
+    return env
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_every_id_lowers_for_cuda(env_id: str) -> None:
+    """Trace and inductor lowering for device "cuda": no error, no host data copied per call."""
+    low = fake_cuda.lower_step(_env(env_id), stop_after="lowering")
+    assert low.buffers > 0
+
+
+@pytest.mark.parametrize("env_id", CLASS_REPS)
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_every_env_class_generates_triton_kernels(env_id: str, mode: str) -> None:
+    """Triton code generation for an H200; every kernel states the bytes it moves."""
+    low = fake_cuda.lower_step(_env(env_id, autoreset_mode=mode))
+    assert low.kernels and all(k.kind == "triton" for k in low.kernels)
+    assert low.bytes_per_call() is not None and low.bytes_per_call() > 0
+    assert "empty_strided_cpu((" not in low.source  # nothing of the step lives on the host
+
+
+def _with_table(x: torch.Tensor) -> torch.Tensor:
+    """A step-like function with a constant table, written the plain torch way."""
+    return x[:, None] ^ torch.tensor([3, 5, 7], dtype=torch.int32, device=x.device)[None, :]
+
+
+def _with_host_compute(x: torch.Tensor) -> torch.Tensor:
+    """A function that computes on the host and copies the result to the device."""
+    return x[:, None] + torch.arange(3, dtype=torch.int32).to(x.device)[None, :]
+
+
+def test_host_constants_are_placed_on_the_device_once() -> None:
+    """``torch.tensor(list, device=cuda)`` traces as a host constant plus a copy per call.
+
+    The compiler makes the copy once, at compile time: the generated code reads a device
+    constant. Without that, the graph copies host memory at every call (a host sync, and
+    a copy a CUDA graph replay does not redo from the constant): refused loudly.
+    """
+    x = torch.zeros(N, dtype=torch.int32)
+    low = fake_cuda.lower(_with_table, (x,))
+    assert len(low.kernels) == 1 and "empty_strided_cpu((" not in low.source
+    with pytest.raises(flat.HostCopyError, match="copies host tensors to the device"):
+        fake_cuda.lower(_with_host_compute, (x,))
+
+
+def test_without_placing_constants_the_step_copies_host_data(monkeypatch) -> None:
+    """The failing form, reproduced: CartPole's step with constants left on the host."""
+    env = _env("gpuvec/MinAtar-Breakout-v1")  # its observation reads a constant table
+    monkeypatch.setattr(flat, "_place_constants", lambda gm, device, fake_mode=None: 0)
+    with pytest.raises(flat.HostCopyError, match="_to_copy"):
+        fake_cuda.lower_step(env, stop_after="lowering")
+
+
+def test_a_graphed_call_takes_tensors_only() -> None:
+    """A Python number argument would be frozen into the graph: compile_flat refuses it."""
+    with pytest.raises(TypeError, match="unsupported pytree node int"):
+        compile_flat(lambda x, k: x + k, (torch.zeros(3), 3))
+
+
+class _Greedy(torch.nn.Module):
+    """A linear policy over the flattened observation."""
+
+    def __init__(self, n_in: int, n_actions: int) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(n_in, n_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.linear(obs.flatten(1).float()).argmax(-1)
+
+
+@pytest.mark.parametrize("env_id", ["gpuvec/CartPole-v1", "gpuvec/MinAtar-Breakout-v1"])
+def test_the_rollout_scan_lowers_for_cuda(env_id: str) -> None:
+    """The collector's T-step scan (policy and env step in one program) for CUDA."""
+    from gpuvec_envs.rollout import scan_rollout_example
+
+    env = _env(env_id)
+    n_in = int(torch.tensor(env.single_observation_space.shape).prod())
+    fn, args = scan_rollout_example(env, _Greedy(n_in, env.single_action_space.n), 8)
+    low = fake_cuda.lower(fn, args, stop_after="lowering")
+    assert low.buffers > 0

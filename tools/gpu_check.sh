@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The device check: every CUDA test, then the GPU benchmark against gymnax and navix.
+#
+# On a machine with an NVIDIA GPU, from the repository root:
+#
+#   tools/gpu_check.sh [OUT_DIR]     # default: $OUT, else bench_out/
+#
+# writes to OUT_DIR: nvidia-smi.txt, cuda_tests.log (pytest -m cuda: every CUDA test, one
+# ID per env class or more), gpu.json (python -m gpuvec_envs.bench --suite gpu) and
+# bench.log. Copy gpu.json to docs/results/gpu.json; `python -m gpuvec_envs.report render
+# docs/results/cpu.json` then adds its GPU section to BENCHMARKS.md. It runs in under 8
+# minutes on an H200 (16 CPUs): the tests take ~3, the benchmark ~4.
+#
+# Needs torch (CUDA), pytest and pytest-xdist, gymnasium; for the peers jax (CUDA), gymnax
+# and navix. A machine without network whose image lacks some (the lent H200's has torch
+# 2.11, jax, pytest, pytest-xdist, flax, chex, but no gymnasium, gymnax or navix): run
+#
+#   tools/gpu_check.sh wheels        # here, with network: pure-Python wheels into .whl/
+#
+# and carry .whl/ (ignored by git, ~1 MB); this script installs them into /tmp/site first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+WHEELS="gymnasium==1.4.0 farama-notifications==0.0.6 gymnax==1.0.1 navix==4.0.0"
+
+if [ "${1:-}" = "wheels" ]; then
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+        -d .whl $WHEELS
+    ls -l .whl
+    exit 0
+fi
+
+OUT_DIR="${1:-${OUT:-bench_out}}"
+mkdir -p "$OUT_DIR"
+start=$(date +%s)
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # jax would take 75 % of the GPU's memory
+export GPUVEC_COMPILER="${GPUVEC_COMPILER:-warm_start=0}"
+{ nvidia-smi; python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; } \
+    >"$OUT_DIR/nvidia-smi.txt" 2>&1
+
+# 1. every CUDA test (files that hold them; they import no optional dependency)
+timeout 360 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider -rfEs \
+    tests/test_cuda.py tests/test_engine.py tests/test_rollout.py tests/test_checkpoint.py \
+    tests/test_cleanrl_wrappers.py 2>&1 | tail -n 60 | tee "$OUT_DIR/cuda_tests.log"
+tests=${PIPESTATUS[0]}
+echo "[gpu_check] tests exit $tests after $(( $(date +%s) - start )) s"
+
+# 2. the GPU benchmark: gpuvec, gymnax and navix side by side
+timeout 300 python3 -m gpuvec_envs.bench --suite gpu --min-time 0.6 --repeats 3 \
+    --json "$OUT_DIR/gpu.json" >"$OUT_DIR/bench.log" 2>&1
+bench=$?
+tail -n 5 "$OUT_DIR/bench.log"
+python3 -m gpuvec_envs.report gpu-table "$OUT_DIR/gpu.json" 2>&1 | tee "$OUT_DIR/gpu_table.md"
+echo "[gpu_check] bench exit $bench after $(( $(date +%s) - start )) s"
+[ "$tests" = 0 ] && [ "$bench" = 0 ]
