@@ -21,7 +21,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -138,25 +138,96 @@ GPU_REPORT = (
         peers=(),
         rollout_num_envs=1 << 20,
     ),
-    Section("gpu_classic", "GPU: classic control at N=2^22", CLASSIC[1:], (1 << 22,), peers=()),
     Section(
-        "gpu_minatar",
-        "GPU: MinAtar at N=2^20",
-        MINATAR,
-        (1 << 20,),
+        "gpu_classic",
+        "GPU: classic control at N=2^22",
+        ("gpuvec/Pendulum-v1", "gpuvec/Acrobot-v1"),
+        (1 << 22,),
+        peers=(),
+    ),
+    Section("gpu_minatar", "GPU: MinAtar at N=2^20", MINATAR, (1 << 20,), peers=()),
+    Section(
+        "gpu_breakout",
+        "GPU: MinAtar Breakout at N=2^16, step and rollout",
+        ("gpuvec/MinAtar-Breakout-v1",),
+        (1 << 16,),
         peers=(),
         rollout_num_envs=1 << 16,
     ),
     Section(
         "gpu_minigrid",
         "GPU: MiniGrid at N=2^20",
-        MINIGRID,
+        MINIGRID[1:],
         (1 << 20,),
         peers=(),
         gymnax=False,
         navix=True,
     ),
 )
+#: The extra rows of :func:`gpu_extras`: (env, N, frame_skip) of its timed steps.
+GPU_EXTRA_STEPS = (
+    ("gpuvec/CartPole-v1", 1 << 22, 8),
+    ("gpuvec/MinAtar-Breakout-v1", 1 << 20, 8),
+)
+#: The new batch size whose compile :func:`gpu_extras` times (never prewarmed).
+GPU_SECOND_N = 1 << 21
+#: CartPole-v1 sizes whose bytes per env-step :func:`gpu_extras` counts.
+GPU_BYTES_N = (1 << 22, 1 << 24)
+#: Compiler options of those steps: inductor states each Triton kernel's bytes.
+BYTES_OPTIONS = {"inductor": {"benchmark_kernel": True}}
+
+
+def _bytes_env(num_envs: int) -> Any:
+    """CartPole-v1 on CUDA, compiled with :data:`BYTES_OPTIONS` and stepped once."""
+    env = gym.make_vec(
+        "gpuvec/CartPole-v1",
+        num_envs=num_envs,
+        device="cuda",
+        backend="compile",
+        validate=False,
+        compiler_options=BYTES_OPTIONS,
+    )
+    env.reset(seed=0)
+    env.step(torch.zeros(num_envs, dtype=torch.int64, device="cuda"))
+    return env
+
+
+def _prewarm_job(job: tuple[str, str, dict[str, Any]]) -> str:
+    """Build one gpuvec configuration (compiling it into inductor's cache) and drop it."""
+    kind, env_id, kw = job
+    try:
+        if kind == "bytes":
+            _bytes_env(kw["num_envs"]).close()
+        else:
+            _open(kind, env_id, kw, "cuda").close()
+        return f"{kind} {env_id} {kw}: ok"
+    except Exception as exc:  # noqa: BLE001 - the benchmark meets it again and reports it
+        return f"{kind} {env_id} {kw}: {type(exc).__name__}: {exc}"[:300]
+
+
+def prewarm_gpu(workers: int = 4) -> Iterator[str]:
+    """Compile the GPU report's gpuvec configurations in ``workers`` processes at once.
+
+    Fills inductor's caches so that the timed run (one process) builds each from them in
+    seconds; for a device check that must fit a few minutes. Yields one line per job, in
+    order, as they finish.
+    """
+    import concurrent.futures
+    import multiprocessing
+
+    jobs = [
+        (kind, env_id, kw)
+        for s in GPU_REPORT
+        for env_id in s.envs
+        for kind, kw in _jobs(s, "compile")
+        if kind in ("gpuvec", "rollout")
+    ]
+    jobs += [("gpuvec", e, dict(num_envs=n, backend="compile", frame_skip=k)) for e, n, k in
+             GPU_EXTRA_STEPS]  # fmt: skip
+    jobs += [("bytes", "gpuvec/CartPole-v1", dict(num_envs=n)) for n in GPU_BYTES_N]
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        yield from pool.map(_prewarm_job, jobs)
 
 
 class LinearPolicy(torch.nn.Module):
@@ -450,24 +521,16 @@ def gpu_extras(*, min_time: float, log: Any = sys.stderr) -> dict[str, Any]:
     * ``bytes``: CartPole-v1's compiled step at 2^22 and 2^24 with the bytes inductor
       states for each kernel (``benchmark_kernel``): achieved GB/s and its share of the
       copy rate.
-    * ``frame_skip``: simulation steps/s at ``frame_skip`` 8 over 1 (CartPole 2^22,
-      Breakout 2^20).
-    * ``second_n``: the first step of CartPole at 2^20 after 2^22 compiled in this process.
+    * ``frame_skip``: simulation steps/s at ``frame_skip`` 8 over 1
+      (:data:`GPU_EXTRA_STEPS`).
+    * ``second_n``: the first step of CartPole at :data:`GPU_SECOND_N` envs (compiled
+      for it, after other sizes compiled in this process).
     """
     out: dict[str, Any] = {"copy_GBps": copy_rate() / 1e9}
     print(f"[gpu] copy {out['copy_GBps']:.0f} GB/s", file=log, flush=True)
     rows = []
-    for n in (1 << 22, 1 << 24):
-        env = gym.make_vec(
-            "gpuvec/CartPole-v1",
-            num_envs=n,
-            device="cuda",
-            backend="compile",
-            validate=False,
-            compiler_options={"inductor": {"benchmark_kernel": True}},
-        )
-        env.reset(seed=0)
-        env.step(torch.zeros(n, dtype=torch.int64, device="cuda"))
+    for n in GPU_BYTES_N:
+        env = _bytes_env(n)
         kernels = env.unwrapped.compile_report.kernels or ()
         env.close()
         sizes = [k.nbytes for k in kernels]
@@ -486,15 +549,15 @@ def gpu_extras(*, min_time: float, log: Any = sys.stderr) -> dict[str, Any]:
         print(f"[gpu] bytes {rows[-1]}", file=log, flush=True)
     out["bytes"] = rows
     skips = []
-    for env_id, n in (("gpuvec/CartPole-v1", 1 << 22), ("gpuvec/MinAtar-Breakout-v1", 1 << 20)):
+    for env_id, n, k in GPU_EXTRA_STEPS:
         one = _timed_step(env_id, n, min_time=min_time)
-        eight = _timed_step(env_id, n, min_time=min_time, frame_skip=8)
-        ratio = 8 * eight["steps_per_s"] / one["steps_per_s"]
-        skips.append(dict(env=env_id, num_envs=n, k1=one, k8=eight, sim_steps_ratio=ratio))
+        many = _timed_step(env_id, n, min_time=min_time, frame_skip=k)
+        ratio = k * many["steps_per_s"] / one["steps_per_s"]
+        skips.append(dict(env=env_id, num_envs=n, k1=one, k8=many, sim_steps_ratio=ratio))
         print(f"[gpu] frame_skip {env_id} {ratio:.2f}x", file=log, flush=True)
     out["frame_skip"] = skips
     t0 = time.perf_counter()
-    second = _timed_step("gpuvec/CartPole-v1", 1 << 20, min_time=min_time)
+    second = _timed_step("gpuvec/CartPole-v1", GPU_SECOND_N, min_time=min_time)
     out["second_n"] = dict(second, wall_s=time.perf_counter() - t0)
     return out
 
@@ -526,3 +589,10 @@ def main_suite(args: argparse.Namespace, argv: Sequence[str] | None = None) -> i
         write_json(report, args.json_path)
     print(f"wrote {args.json_path} ({report['wall_s']:.0f} s)")
     return 0
+
+
+if __name__ == "__main__":  # python -m gpuvec_envs.bench_suites prewarm [WORKERS]
+    if sys.argv[1:2] != ["prewarm"]:
+        raise SystemExit("usage: python -m gpuvec_envs.bench_suites prewarm [WORKERS]")
+    for line in prewarm_gpu(int(sys.argv[2]) if len(sys.argv) > 2 else 4):
+        print(f"[prewarm] {line}", flush=True)

@@ -331,6 +331,9 @@ def render_gpu(report: dict[str, Any]) -> list[str]:
         "configuration of an env timed in turn in one run.",
         "",
     ]
+    if not report.get("complete", True):
+        done = ", ".join(s["title"].removeprefix("GPU: ") for s in report["sections"])
+        out += [f"**This run was stopped after: {done or 'nothing'}.**", ""]
     for sec in report["sections"]:
         out += [f"### {sec['title']}", ""]
         if sec.get("rollout_num_envs"):

@@ -8,3 +8,14 @@ import os
 # expect to step eagerly first would build at their first call. tests/test_warm_start.py
 # turns it on where it is tested.
 os.environ.setdefault("GPUVEC_COMPILER", "warm_start=0")
+
+
+def pytest_runtest_logreport(report) -> None:  # noqa: ANN001 - pytest's TestReport
+    """With ``GPUVEC_TEST_FAILURES=PATH``, append each failure's report to PATH at once.
+
+    For runs that may be stopped before pytest's summary (the device check).
+    """
+    path = os.environ.get("GPUVEC_TEST_FAILURES")
+    if path and report.failed:
+        with open(path, "a") as f:
+            f.write(f"=== {report.nodeid} ({report.when})\n{report.longreprtext[-4000:]}\n\n")

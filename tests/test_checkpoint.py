@@ -24,7 +24,12 @@ from gpuvec_envs.core.vector import GpuVecEnv
 
 ALL_IDS = GENERIC_IDS
 MODES = list(AutoresetMode)
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def cuda(test):  # noqa: ANN001, ANN201 - a test needing a CUDA device (tools/gpu_check.sh)
+    return pytest.mark.cuda(
+        pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")(test)
+    )
 
 
 def make(env_id: str, n: int, **kwargs: Any) -> GpuVecEnv:

@@ -519,6 +519,7 @@ def test_cartpole_episode_lengths_match_reference_under_injection(mode):
 
 
 # -- any device ----------------------------------------------------------------------------
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
 def test_wrapper_stack_on_cuda_matches_cpu(mode):

@@ -32,6 +32,18 @@ N = 64
 STEPS = 40
 
 
+@pytest.fixture(autouse=True)
+def _healthy_device():  # noqa: ANN202
+    """After each test: a CUDA error left on the device (a device-side assert is sticky) ends
+    this worker, so that it cannot fail the tests after it (pytest-xdist starts another)."""
+    yield
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        sys.stderr.write(f"sticky CUDA error, ending this test process: {exc}\n")
+        os._exit(3)
+
+
 def _integer(env_id: str) -> bool:
     return not any(name in env_id for name in FLOAT)
 
@@ -78,7 +90,8 @@ def test_compiled_step_is_a_cuda_graph_equal_to_the_flat_call_eager_and_cpu(env_
     report = graph.compile_report
     assert report.strategy == "cuda_graph" and report.fallbacks == ()
     assert report.kernels and all(k.kind == "triton" for k in report.kernels)
-    assert flat.compile_report.strategy == "flat_call" and flat.compile_report.fallbacks == ()
+    # without the CUDA graph the state is written in place: the same kernels as the graph's
+    assert flat.compile_report.strategy == "in_place_state" and flat.compile_report.fallbacks == ()
 
 
 @pytest.mark.parametrize("env_id", CLASS_REPS)

@@ -300,12 +300,14 @@ def test_collector_rejects_bad_policy_output():
         RolloutCollector(env, lambda obs: obs, 3, num_threads=0)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_graph_collector_equals_loop():
     c = check_against_loop("compile", device="cuda", collects=3)
     assert c.kind == "cuda_graph"
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_graph_step_equals_eager():
     kw = dict(num_envs=N, dtype=torch.float64, max_episode_steps=12, device="cuda", validate=False)

@@ -6,10 +6,11 @@
 #   tools/gpu_check.sh [OUT_DIR]     # default: $OUT, else bench_out/
 #
 # writes to OUT_DIR: nvidia-smi.txt, cuda_tests.log (pytest -m cuda: every CUDA test, one
-# ID per env class or more), gpu.json (python -m gpuvec_envs.bench --suite gpu) and
-# bench.log. Copy gpu.json to docs/results/gpu.json; `python -m gpuvec_envs.report render
+# ID per env class or more), gpu.json (python -m gpuvec_envs.bench --suite gpu), bench.log
+# prewarm.log (the benchmark's compiles, run beside the tests) and failures.txt. Copy gpu.json to docs/results/gpu.json; `python -m gpuvec_envs.report render
 # docs/results/cpu.json` then adds its GPU section to BENCHMARKS.md. It runs in under 8
-# minutes on an H200 (16 CPUs): the tests take ~3, the benchmark ~4.
+# minutes on an H200 (16 CPUs): the tests take up to 4, the benchmark up to 3.5 (timeouts
+# TESTS_S and BENCH_S).
 #
 # Needs torch (CUDA), pytest and pytest-xdist, gymnasium; for the peers jax (CUDA), gymnax
 # and navix. A machine without network whose image lacks some (the lent H200's has torch
@@ -44,15 +45,26 @@ export GPUVEC_COMPILER="${GPUVEC_COMPILER:-warm_start=0}"
 { nvidia-smi; python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; } \
     >"$OUT_DIR/nvidia-smi.txt" 2>&1
 
-# 1. every CUDA test (files that hold them; they import no optional dependency)
-timeout 360 python3 -m pytest -q -m cuda -n 8 -p no:cacheprovider -rfEs \
+# the benchmark's compiles fill inductor's cache meanwhile, in 4 processes of their own
+export TORCHINDUCTOR_COMPILE_THREADS=1  # many compiling processes at once: no worker pools
+timeout 240 python3 -m gpuvec_envs.bench_suites prewarm 6 >"$OUT_DIR/prewarm.log" 2>&1 &
+prewarm=$!
+
+# 1. every CUDA test (files that hold them; they import no optional dependency); each
+# failure's report goes to failures.txt at once, in case the run is stopped
+export GPUVEC_TEST_FAILURES="$OUT_DIR/failures.txt"
+timeout "${TESTS_S:-240}" python3 -m pytest -v -m cuda -n 10 -p no:cacheprovider -rfEs \
     tests/test_cuda.py tests/test_engine.py tests/test_rollout.py tests/test_checkpoint.py \
-    tests/test_cleanrl_wrappers.py 2>&1 | tail -n 60 | tee "$OUT_DIR/cuda_tests.log"
-tests=${PIPESTATUS[0]}
+    tests/test_cleanrl_wrappers.py >"$OUT_DIR/cuda_tests.log" 2>&1
+tests=$?
+grep -E "FAILED|ERROR|passed|failed" "$OUT_DIR/cuda_tests.log" | tail -n 40
 echo "[gpu_check] tests exit $tests after $(( $(date +%s) - start )) s"
+wait "$prewarm"
+echo "[gpu_check] prewarm exit $? after $(( $(date +%s) - start )) s"
+grep -v ": ok$" "$OUT_DIR/prewarm.log" | tail -n 5
 
 # 2. the GPU benchmark: gpuvec, gymnax and navix side by side
-timeout 300 python3 -m gpuvec_envs.bench --suite gpu --min-time 0.6 --repeats 3 \
+timeout "${BENCH_S:-200}" python3 -m gpuvec_envs.bench --suite gpu --min-time 0.6 --repeats 3 \
     --json "$OUT_DIR/gpu.json" >"$OUT_DIR/bench.log" 2>&1
 bench=$?
 tail -n 5 "$OUT_DIR/bench.log"
