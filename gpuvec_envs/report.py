@@ -196,12 +196,17 @@ def _details(sec: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_markdown(report: dict[str, Any], plots: dict[str, str] | None = None) -> str:
+def render_markdown(
+    report: dict[str, Any],
+    plots: dict[str, str] | None = None,
+    gpu: dict[str, Any] | None = None,
+) -> str:
     """BENCHMARKS.md's text for ``report``.
 
     Args:
         report: A report as written by :func:`gpuvec_envs.bench_suites.write_json`.
         plots: Section name -> image path relative to the Markdown file.
+        gpu: A ``--suite gpu`` report, rendered as the last section (:func:`render_gpu`).
     """
     plots = plots or {}
     present = {r["impl"] for s in report["sections"] for r in s["results"]}
@@ -273,6 +278,8 @@ def render_markdown(report: dict[str, Any], plots: dict[str, str] | None = None)
         if sec["notes"]:
             out.append("")
     out += ["Command of this run: `" + (report.get("command") or REPORT_COMMAND) + "`", ""]
+    if gpu is not None:
+        out += render_gpu(gpu)
     return "\n".join(out)
 
 
@@ -472,6 +479,15 @@ def write_plots(report: dict[str, Any], directory: str) -> dict[str, str]:
     return paths
 
 
+def load_gpu(json_path: str) -> dict[str, Any] | None:
+    """The GPU report ``gpu.json`` beside the report ``json_path``, if there is one."""
+    path = os.path.join(os.path.dirname(json_path), "gpu.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def render(
     json_path: str,
     out: str = "BENCHMARKS.md",
@@ -491,11 +507,7 @@ def render(
     paths = write_plots(report, plots_dir)
     base = os.path.dirname(os.path.abspath(out))
     rel = {k: os.path.relpath(os.path.abspath(p), base) for k, p in paths.items()}
-    text = render_markdown(report, rel)
-    gpu_json = os.path.join(os.path.dirname(json_path), "gpu.json")
-    if os.path.exists(gpu_json):  # the device check's report, next to the CPU one
-        with open(gpu_json) as f:
-            text += "\n" + "\n".join(render_gpu(json.load(f)))
+    text = render_markdown(report, rel, load_gpu(json_path))
     with open(out, "w") as f:
         f.write(text)
     if readme:
