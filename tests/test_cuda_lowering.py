@@ -21,9 +21,10 @@ pytestmark = pytest.mark.skipif(
     reason=f"needs a CUDA build of torch with Triton ({WHY}): tools/cuda_lowering.sh",
 )
 N = 64
-IDS = [e.id for e in REGISTRY]
-#: One registered ID per env class (the first).
+#: One registered ID per env class (the first): generated down to Triton code.
 CLASS_REPS = list({e.env_def: e.id for e in reversed(REGISTRY)}.values())
+#: Every other registered ID: lowered (their classes' code generation is checked above).
+OTHER_IDS = [e.id for e in REGISTRY if e.id not in CLASS_REPS]
 
 
 def _env(env_id: str, **kwargs):
@@ -32,15 +33,15 @@ def _env(env_id: str, **kwargs):
     return env
 
 
-@pytest.mark.parametrize("env_id", IDS)
-def test_every_id_lowers_for_cuda(env_id: str) -> None:
+@pytest.mark.parametrize("env_id", OTHER_IDS)
+def test_every_other_id_lowers_for_cuda(env_id: str) -> None:
     """Trace and inductor lowering for device "cuda": no error, no host data copied per call."""
     low = fake_cuda.lower_step(_env(env_id), stop_after="lowering")
     assert low.buffers > 0
 
 
 @pytest.mark.parametrize("env_id", CLASS_REPS)
-@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+@pytest.mark.parametrize("mode", ["NextStep", pytest.param("SameStep", marks=pytest.mark.slow)])
 def test_every_env_class_generates_triton_kernels(env_id: str, mode: str) -> None:
     """Triton code generation for an H200; every kernel states the bytes it moves."""
     low = fake_cuda.lower_step(_env(env_id, autoreset_mode=mode))
