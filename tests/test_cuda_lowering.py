@@ -2,7 +2,9 @@
 
 Needs a CUDA build of torch with Triton (one runs on a machine without a GPU): CI runs this
 file in a second virtual environment (``tools/cuda_lowering.sh``); with a CPU build of
-torch it is skipped. See :mod:`gpuvec_envs.compiler.fake_cuda`.
+torch it is skipped. See :mod:`gpuvec_envs.compiler.fake_cuda`. CI generates the Triton code
+of one ID per env class (three heavy classes: lowering only) and lowers every other ID but
+the further sizes of the MiniGrid classes; ``-m slow`` adds those and the rest.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import torch
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
 from gpuvec_envs.compiler import compile_flat, fake_cuda, flat
-from gpuvec_envs.registry import REGISTRY
+from gpuvec_envs.registry import MINIGRID, REGISTRY
 
 WHY = fake_cuda.unavailable()
 pytestmark = pytest.mark.skipif(
@@ -23,8 +25,26 @@ pytestmark = pytest.mark.skipif(
 N = 64
 #: One registered ID per env class (the first): generated down to Triton code.
 CLASS_REPS = list({e.env_def: e.id for e in reversed(REGISTRY)}.values())
-#: Every other registered ID: lowered (their classes' code generation is checked above).
-OTHER_IDS = [e.id for e in REGISTRY if e.id not in CLASS_REPS]
+#: Classes whose code generation takes 30-40 s on 2 cores: lowered only, in CI.
+HEAVY = ("Seaquest", "KeyCorridor", "Unlock")
+#: The sizes of MiniGrid classes beyond their first ID: lowered outside CI (``-m slow``),
+#: as the generic tests treat them (tests/registry_ids.py).
+MINIGRID_SIZES = {e.id for e in MINIGRID} - set(CLASS_REPS)
+
+
+def _slow_if(ids, slow):  # noqa: ANN001, ANN202
+    return [pytest.param(i, marks=pytest.mark.slow) if slow(i) else i for i in ids]
+
+
+def _heavy(env_id: str) -> bool:
+    return any(name in env_id for name in HEAVY)
+
+
+#: Lowered: every ID whose class is not generated below in CI.
+LOWERED = _slow_if(
+    [e.id for e in REGISTRY if e.id not in CLASS_REPS or _heavy(e.id)],
+    lambda i: i in MINIGRID_SIZES,
+)
 
 
 def _env(env_id: str, **kwargs):
@@ -33,14 +53,14 @@ def _env(env_id: str, **kwargs):
     return env
 
 
-@pytest.mark.parametrize("env_id", OTHER_IDS)
-def test_every_other_id_lowers_for_cuda(env_id: str) -> None:
+@pytest.mark.parametrize("env_id", LOWERED)
+def test_every_id_lowers_for_cuda(env_id: str) -> None:
     """Trace and inductor lowering for device "cuda": no error, no host data copied per call."""
     low = fake_cuda.lower_step(_env(env_id), stop_after="lowering")
     assert low.buffers > 0
 
 
-@pytest.mark.parametrize("env_id", CLASS_REPS)
+@pytest.mark.parametrize("env_id", _slow_if(CLASS_REPS, _heavy))
 @pytest.mark.parametrize("mode", ["NextStep", pytest.param("SameStep", marks=pytest.mark.slow)])
 def test_every_env_class_generates_triton_kernels(env_id: str, mode: str) -> None:
     """Triton code generation for an H200; every kernel states the bytes it moves."""
