@@ -19,6 +19,16 @@ def reset_bounds(options: dict[str, Any] | None, low: float, high: float) -> tup
     return maybe_parse_reset_bounds(options, low, high)
 
 
+def round32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` rounded to float32, kept in its dtype; same shape.
+
+    A double negation in float32 sits between the casts: inductor before torch 2.13 removes
+    a direct float64 -> float32 -> float64 chain of casts from compiled code (its
+    ``pointless_convert``), and the rounding with it.
+    """
+    return x.to(torch.float32).neg().neg().to(x.dtype)
+
+
 def columns(*cols: torch.Tensor) -> torch.Tensor:
     """(N, k) view of k (N,) tensors, stored column by column (strides (1, N)).
 

@@ -31,7 +31,7 @@ import torch
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs import _draw as draw
-from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
+from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds, round32
 
 #: Conditional subtractions (and additions) of ``2 pi`` in :func:`wrap`. One RK4 step from
 #: any state within the velocity bounds moves an angle to at most ~29.8 rad (5 shifts).
@@ -80,7 +80,7 @@ def reset_sample(
 ) -> AcrobotState:
     """N initial states, every component uniform in ``[low, high)`` and rounded to float32."""
     u = rng.columns(4, "uniform", low=low, high=high, dtype=dtype)
-    return AcrobotState(*(c.to(torch.float32).to(dtype) for c in u))
+    return AcrobotState(*(round32(c) for c in u))
 
 
 def torque(

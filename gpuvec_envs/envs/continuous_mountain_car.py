@@ -32,7 +32,7 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
-from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds
+from gpuvec_envs.envs._util import columns, numpy_dtype, reset_bounds, round32
 from gpuvec_envs.envs.mountain_car import (
     clip_state,
     observation_space,
@@ -65,11 +65,6 @@ class ContinuousMountainCarState(NamedTuple):
 
     position: torch.Tensor  # [m]
     velocity: torch.Tensor  # [m/step]
-
-
-def _round32(x: torch.Tensor) -> torch.Tensor:
-    """``x`` rounded to float32, kept in its dtype; (N,) -> (N,)."""
-    return x.to(torch.float32).to(x.dtype)
 
 
 def dynamics(
@@ -144,7 +139,7 @@ class ContinuousMountainCar(EnvDef[ContinuousMountainCarState, ContinuousMountai
         force = torch.clamp(a, params.min_action, params.max_action)
         nxt = dynamics(params, state, force)
         term = terminal(params, nxt)
-        stored = ContinuousMountainCarState(_round32(nxt.position), _round32(nxt.velocity))
+        stored = ContinuousMountainCarState(round32(nxt.position), round32(nxt.velocity))
         return stored, reward(params, term, a), term
 
     def observation(
