@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 
 import gymnasium as gym
 import torch
@@ -32,6 +33,7 @@ def main() -> int:
     parser.add_argument("--num-envs", type=int, default=4096)
     parser.add_argument("--mode", default="NextStep", help="autoreset mode")
     args = parser.parse_args()
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the -v0 IDs' notice
     why = fake_cuda.unavailable()
     if why is not None:
         print(f"needs a CUDA build of torch with Triton: {why}", file=sys.stderr)
