@@ -15,10 +15,11 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
+from gymnasium.vector import AutoresetMode
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.single import GpuEnv
-from gpuvec_envs.core.vector import GpuVecEnv
+from gpuvec_envs.core.vector import GpuVecEnv, as_autoreset_mode
 from gpuvec_envs.wrappers import structured
 
 
@@ -278,6 +279,29 @@ def gym_id(env_id: str) -> str:
         if env_id in gym.registry:
             return env_id
         raise
+
+
+def make_same_step(
+    env_id: str, num_envs: int, device: Any, adapter: str, **kwargs: Any
+) -> gym.vector.VectorEnv:
+    """``gymnasium.make_vec`` of a gpuvec ID in SAME_STEP autoreset, as the adapters run it.
+
+    Raises:
+        ValueError: ``kwargs`` ask for another ``autoreset_mode`` (naming ``adapter``).
+    """
+    mode = as_autoreset_mode(kwargs.pop("autoreset_mode", AutoresetMode.SAME_STEP))
+    if mode is not AutoresetMode.SAME_STEP:
+        raise ValueError(
+            f"{adapter} runs the env in SAME_STEP mode (autoreset_mode='same_step'), got {mode}"
+        )
+    return gym.make_vec(
+        gym_id(env_id),
+        num_envs=num_envs,
+        vectorization_mode="vector_entry_point",
+        device=device,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        **kwargs,
+    )
 
 
 def register_all() -> None:

@@ -196,6 +196,23 @@ def _details(sec: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _section_body(sec: dict[str, Any], rollout_note: str) -> list[str]:
+    """A section's rollout line, summary table, all rows (folded) and notes."""
+    out = []
+    if sec.get("rollout_num_envs"):
+        out += [
+            f"Rollouts: T={sec['rollout_steps']} steps of N={sec['rollout_num_envs']} "
+            + rollout_note,
+            "",
+        ]
+    out += _summary(sec)
+    out += ["", "<details><summary>All rows</summary>", "", *_details(sec), "", "</details>", ""]
+    out += [f"- Note: {note}" for note in sec["notes"]]
+    if sec["notes"]:
+        out.append("")
+    return out
+
+
 def render_markdown(
     report: dict[str, Any],
     plots: dict[str, str] | None = None,
@@ -263,20 +280,7 @@ def render_markdown(
                 "configuration was set up (compiled) before it started.",
                 "",
             ]
-        if sec.get("rollout_num_envs"):
-            out += [
-                f"Rollouts: T={sec['rollout_steps']} steps of N={sec['rollout_num_envs']} "
-                "envs per call.",
-                "",
-            ]
-        out += _summary(sec)
-        out += ["", "<details><summary>All rows</summary>", ""]
-        out += _details(sec)
-        out += ["", "</details>", ""]
-        for note in sec["notes"]:
-            out += [f"- Note: {note}"]
-        if sec["notes"]:
-            out.append("")
+        out += _section_body(sec, "envs per call.")
     out += ["Command of this run: `" + (report.get("command") or REPORT_COMMAND) + "`", ""]
     if gpu is not None:
         out += render_gpu(gpu)
@@ -342,17 +346,7 @@ def render_gpu(report: dict[str, Any]) -> list[str]:
         done = ", ".join(s["title"].removeprefix("GPU: ") for s in report["sections"])
         out += [f"**This run was stopped after: {done or 'nothing'}.**", ""]
     for sec in report["sections"]:
-        out += [f"### {sec['title']}", ""]
-        if sec.get("rollout_num_envs"):
-            out += [
-                f"Rollouts: T={sec['rollout_steps']} steps of N={sec['rollout_num_envs']} "
-                "envs per call, linear policy.",
-                "",
-            ]
-        out += _summary(sec)
-        out += ["", "<details><summary>All rows</summary>", "", *_details(sec), "", "</details>"]
-        out += [f"- Note: {note}" for note in sec["notes"]]
-        out.append("")
+        out += [f"### {sec['title']}", "", *_section_body(sec, "envs per call, linear policy.")]
     if report.get("gpu"):
         out += ["### Bytes, frame skip, a new batch size", "", *_gpu_extras(report["gpu"]), ""]
     return out

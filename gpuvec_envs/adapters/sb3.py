@@ -52,8 +52,8 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 )
 
 from gpuvec_envs.core import checkpoint
-from gpuvec_envs.core.vector import GpuVecEnv, StepOut, as_autoreset_mode
-from gpuvec_envs.registry import gym_id
+from gpuvec_envs.core.vector import GpuVecEnv, StepOut
+from gpuvec_envs.registry import make_same_step
 
 __all__ = ["SB3VecEnv", "make_sb3_vec_env"]
 
@@ -612,19 +612,8 @@ def make_sb3_vec_env(
         The env as an SB3 ``VecEnv``.
     """
     kwargs = dict(env_kwargs or {})
-    mode = as_autoreset_mode(kwargs.pop("autoreset_mode", AutoresetMode.SAME_STEP))
-    if mode is not AutoresetMode.SAME_STEP:
-        raise ValueError(f"SB3 needs autoreset_mode='same_step', got {mode}")
     kwargs.setdefault("backend", backend)
-    venv = gym.make_vec(
-        gym_id(env_id),
-        num_envs=n_envs,
-        vectorization_mode="vector_entry_point",
-        device=device,
-        autoreset_mode=AutoresetMode.SAME_STEP,
-        validate=False,
-        **kwargs,
-    )
+    venv = make_same_step(env_id, n_envs, device, "SB3", validate=False, **kwargs)
     monitor_file = None
     if monitor_dir is not None:
         os.makedirs(monitor_dir, exist_ok=True)

@@ -51,11 +51,10 @@ from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.vector import (
     GpuVecEnv,
     StepOut,
-    as_autoreset_mode,
     bool_observation,
     user_obs,
 )
-from gpuvec_envs.registry import gym_id
+from gpuvec_envs.registry import make_same_step
 from gpuvec_envs.wrappers import StructuredObservation
 
 __all__ = ["TorchRLEnv", "make_torchrl_env"]
@@ -475,16 +474,7 @@ def make_torchrl_env(
     Raises:
         ValueError: an ``autoreset_mode`` other than SAME_STEP (the adapter needs it).
     """
-    mode = make_vec_kwargs.pop("autoreset_mode", AutoresetMode.SAME_STEP)
-    if as_autoreset_mode(mode) is not AutoresetMode.SAME_STEP:
-        raise ValueError(f"the TorchRL adapter runs the env in SAME_STEP mode, got {mode}")
-    venv = gym.make_vec(
-        gym_id(env_id),
-        num_envs=num_envs,
-        vectorization_mode="vector_entry_point",
-        device=device,
-        autoreset_mode=AutoresetMode.SAME_STEP,
-        validate=validate,
-        **make_vec_kwargs,
+    venv = make_same_step(
+        env_id, num_envs, device, "the TorchRL adapter", validate=validate, **make_vec_kwargs
     )
     return TorchRLEnv(venv, categorical_action_encoding=categorical_action_encoding)
