@@ -20,9 +20,10 @@ from torch.utils import _pytree as pytree
 
 import gpuvec_envs
 from gpuvec_envs.compiler import Backend, flat
+from gpuvec_envs.compiler.pytree import layout, leaf_paths, make_flattener
 from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
-from gpuvec_envs.core.vector import GpuVecEnv
+from gpuvec_envs.core.vector import GpuVecEnv, pure_step
 from gpuvec_envs.registry import REGISTRY
 
 ALL_IDS = GENERIC_IDS
@@ -379,6 +380,26 @@ def test_rng_bitwise_equal_eager_and_compiled() -> None:
 def compiled_graphs() -> int:
     """Graphs compiled so far: guard-free fused graphs plus torch.compile (dynamo) graphs."""
     return flat.compiled_graphs + torch._dynamo.utils.counters["stats"]["unique_graphs"]
+
+
+@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_a_step_returns_its_whole_state_first_as_it_took_it(env_id: str, mode: str) -> None:
+    """What a CUDA graph replay relies on (compiler/cuda_graph.py): the step's output leaf i
+    is the next value of its input leaf i for every state leaf, which the replay feeds back
+    into its static buffers; a state leaf the step left out or reordered would be frozen at
+    capture or written into another leaf's buffer."""
+    env = make(env_id, 8, autoreset_mode=mode).unwrapped
+    env.reset(seed=5)
+    state, action = env.state, sample_actions(env, 1)
+    out = pure_step(env.env_def, env.params, env._step_cfg, state, action)
+    assert leaf_paths(out.state, "s") == leaf_paths(state, "s")  # the same tree
+    n = len(leaf_paths(state))
+    fed_back = make_flattener((out,))(out)[:n]
+    took = make_flattener((state,))(state)
+    assert [layout(t)[:2] for t in fed_back] == [layout(t)[:2] for t in took]
+    env.step(action)  # the state the shell keeps is the one fed back
+    assert all(map(torch.equal, fed_back, make_flattener((env.state,))(env.state)))
 
 
 def test_compiled_cartpole_is_one_graph_without_recompiles() -> None:

@@ -6,9 +6,12 @@
 #   tools/gpu_check.sh [OUT_DIR]     # default: $OUT, else bench_out/
 #
 # writes to OUT_DIR: nvidia-smi.txt, cuda_tests.log (pytest -m cuda: every CUDA test, one
-# ID per env class or more), gpu.json (python -m gpuvec_envs.bench --suite gpu), bench.log
-# prewarm.log (the benchmark's compiles, run beside the tests) and failures.txt. Copy gpu.json to docs/results/gpu.json; `python -m gpuvec_envs.report render
-# docs/results/cpu.json` then adds its GPU section to BENCHMARKS.md. It runs in under 8
+# ID per env class or more), cuda_diag.log (tools/cuda_diag.py: the lava worlds and Breakout
+# eager, compiled and graphed, against the CPU step by step), gpu.json (python -m
+# gpuvec_envs.bench --suite gpu), bench.log, prewarm.log (the benchmark's compiles, run
+# beside the tests) and failures.txt. Copy gpu.json to docs/results/gpu.json; `python -m
+# gpuvec_envs.report render docs/results/cpu.json` then adds its GPU section to
+# BENCHMARKS.md. It runs in under 8
 # minutes on an H200 (16 CPUs): the tests take up to 4, the benchmark up to 3.5 (timeouts
 # TESTS_S and BENCH_S).
 #
@@ -50,6 +53,12 @@ export TORCHINDUCTOR_COMPILE_THREADS=1  # many compiling processes at once: no w
 timeout 240 python3 -m gpuvec_envs.bench_suites prewarm 6 >"$OUT_DIR/prewarm.log" 2>&1 &
 prewarm=$!
 
+# the MiniGrid lava worlds' compiled CUDA steps, one path per process with synchronous
+# kernels (a CUDA error there ended the tests of its worker on the first H200 run)
+timeout 200 python3 tools/cuda_diag.py gpuvec/MiniGrid-LavaGapS5-v0 \
+    gpuvec/MiniGrid-LavaCrossingS9N1-v0 gpuvec/MinAtar-Breakout-v1 >"$OUT_DIR/cuda_diag.log" 2>&1 &
+diag=$!
+
 # 1. every CUDA test (files that hold them; they import no optional dependency); each
 # failure's report goes to failures.txt at once, in case the run is stopped
 export GPUVEC_TEST_FAILURES="$OUT_DIR/failures.txt"
@@ -59,6 +68,9 @@ timeout "${TESTS_S:-240}" python3 -m pytest -v -m cuda -n 10 -p no:cacheprovider
 tests=$?
 grep -E "FAILED|ERROR|passed|failed" "$OUT_DIR/cuda_tests.log" | tail -n 40
 echo "[gpu_check] tests exit $tests after $(( $(date +%s) - start )) s"
+wait "$diag"
+echo "[gpu_check] cuda_diag exit $? after $(( $(date +%s) - start )) s"
+cut -c1-300 "$OUT_DIR/cuda_diag.log" | grep '^{' | tail -n 9
 wait "$prewarm"
 echo "[gpu_check] prewarm exit $? after $(( $(date +%s) - start )) s"
 grep -v ": ok$" "$OUT_DIR/prewarm.log" | tail -n 5

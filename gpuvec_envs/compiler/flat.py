@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import copyreg
-import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -94,7 +93,7 @@ def compile_flat(
 
     log, wrap_log, probe_log = ScheduleLog(), wrapping.WrapLog(), isa_probe.ProbeLog()
     with COMPILE_LOCK, stable_cache_keys():
-        compiled, inner, inputs, wrap_skipped, placed = _compile(
+        compiled, inner, inputs, wrap_skipped = _compile(
             flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log
         )
     cpp_wrapper = bool(inductor_options.get("cpp_wrapper"))
@@ -123,7 +122,6 @@ def compile_flat(
     call.unflatten = unflatten  # type: ignore[attr-defined]
     call.flat = call_flat  # type: ignore[attr-defined]
     call.passes = tuple(passes)  # type: ignore[attr-defined]
-    call.graph_inputs = describe_inputs(leaves, inputs[len(leaves) :], placed)  # type: ignore[attr-defined]
     call.kernels = kernels_of(inner.get("code"))  # type: ignore[attr-defined]
     return call
 
@@ -136,15 +134,14 @@ def _compile(
     log: ScheduleLog,
     wrap_log: wrapping.WrapLog,
     probe_log: isa_probe.ProbeLog,
-) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None, int]:
+) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None]:
     """Trace and compile.
 
     ``leaves`` may be fake tensors (of a ``FakeTensorMode`` with a shape env and static
     shapes): then nothing runs for real (:mod:`~gpuvec_envs.compiler.fake_cuda`).
 
-    Returns AOT autograd's call, inductor's output, all inputs, the ``wrapping_mul``
-    pass's result if it did not apply (``None`` if it did) and the number of constants
-    placed on the graph's device (:func:`_place_constants`).
+    Returns AOT autograd's call, inductor's output, all inputs and the ``wrapping_mul``
+    pass's result if it did not apply (``None`` if it did).
     """
     from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
@@ -181,7 +178,7 @@ def _compile(
         with products or contextlib.nullcontext():
             graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
         device = graph_device(leaves)
-        placed = _place_constants(graph, device, fake_mode if given else None)
+        _place_constants(graph, device, fake_mode if given else None)
         check_no_host_copies(graph, device)
         _lift_scan_constants(graph)
         # Constants become inputs, so that AOT autograd adds none and the generated code
@@ -197,7 +194,7 @@ def _compile(
         fake_inputs = [fake_mode.from_tensor(t, static_shapes=True) for t in inputs]
         with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
-    return compiled, inner, inputs, wrap_skipped, placed
+    return compiled, inner, inputs, wrap_skipped
 
 
 def graph_device(leaves: list[torch.Tensor]) -> torch.device | None:
@@ -285,38 +282,6 @@ def check_no_host_copies(gm: torch.fx.GraphModule, device: torch.device | None) 
             f"{', '.join(copies[:5])}; build them on the device (e.g. "
             "gpuvec_envs.core.constants.table)"
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class GraphInputs:
-    """What a compiled call reads at every call: its leaves, then its lifted constants.
-
-    Attributes:
-        device: The device of every leaf (None: none, or several).
-        leaves: Number of leaves (the call's arguments, flattened).
-        constants: ``"shape dtype device"`` of each lifted constant.
-        placed: Constants copied onto ``device`` at compile time (:func:`_place_constants`).
-    """
-
-    device: torch.device | None
-    leaves: int
-    constants: tuple[str, ...]
-    placed: int
-
-    @property
-    def host_constants(self) -> tuple[str, ...]:
-        """Host constants of a graph of another device (a CUDA graph would freeze them)."""
-        if self.device is None or self.device.type == "cpu":
-            return ()
-        return tuple(c for c in self.constants if c.endswith(" cpu"))
-
-
-def describe_inputs(
-    leaves: list[torch.Tensor], constants: list[torch.Tensor], placed: int
-) -> GraphInputs:
-    """A :class:`GraphInputs` of a compiled graph."""
-    described = tuple(f"{tuple(c.shape)} {c.dtype} {c.device.type}" for c in constants)
-    return GraphInputs(graph_device(leaves), len(leaves), described, placed)
 
 
 def _wrapping_skipped(compiler: CompilerOptions, leaves: list[torch.Tensor]) -> PassResult | None:
