@@ -48,6 +48,7 @@ def test_options_come_from_defaults_env_var_entry_and_keyword(monkeypatch):
         vec_paths=False,
         wrapping_mul=False,
         isa_probe=False,
+        wide_fusion=False,
     )
     # the registry entry sits below the keyword: Breakout writes no state in place
     env = gym.make_vec("gpuvec/MinAtar-Breakout-v0", num_envs=2, backend="eager").unwrapped
@@ -249,6 +250,7 @@ def test_compile_flat_compiles_for_the_example_shapes(size_asserts):
         "cpp_schedule": "not_needed",
         "vec_paths": "applied",
         "wrapping_mul": "not_needed",
+        "wide_fusion": "applied",
     }
     if not size_asserts:  # a kernel for 64 elements reads the first 64 of longer inputs
         out = call(torch.arange(128), torch.arange(128) + 5)
@@ -356,6 +358,7 @@ def test_every_pass_off_gives_the_eager_results(env_id):
         "vec_paths": "off",
         "wrapping_mul": "off",
         "isa_probe": "off",
+        "wide_fusion": "off",
     }
 
 
@@ -383,7 +386,13 @@ def test_every_registered_env_with_passes_on_and_off_equals_eager(env_id, passes
     synced each step; integer games bitwise, float64 physics to 1e-9, flags exact."""
     options = None if passes == "on" else {"direct_call": False, "lean_wrapper": False}
     if passes == "off":
-        options.update(cpp_schedule=False, vec_paths=False, wrapping_mul=False, isa_probe=False)
+        options.update(
+            cpp_schedule=False,
+            vec_paths=False,
+            wrapping_mul=False,
+            isa_probe=False,
+            wide_fusion=False,
+        )
     n = 64
     kwargs = {"num_envs": n, "dtype": torch.float64, "compiler_options": options}
     compiled = gym.make_vec(env_id, backend="compile", **kwargs).unwrapped

@@ -129,3 +129,16 @@ def test_the_rollout_scan_lowers_for_cuda(env_id: str) -> None:
     fn, args = scan_rollout_example(env, _Greedy(n_in, env.single_action_space.n), 8)
     low = fake_cuda.lower(fn, args, stop_after="lowering")
     assert low.buffers > 0
+
+
+def test_wide_fusion_makes_a_frame_skipped_step_a_few_kernels() -> None:
+    """Breakout, frame_skip=8: with ``wide_fusion`` the eight frames are one kernel (plus the
+    observation's and two small ones); inductor's cap of 64 operations per kernel splits
+    them and writes the state between the parts."""
+    wide = fake_cuda.lower_step(_env("gpuvec/MinAtar-Breakout-v1", frame_skip=8))
+    off = {"wide_fusion": False}
+    capped = fake_cuda.lower_step(
+        _env("gpuvec/MinAtar-Breakout-v1", frame_skip=8, compiler_options=off)
+    )
+    assert len(wide.kernels) <= 4 and len(capped.kernels) >= 2 * len(wide.kernels)
+    assert wide.bytes_per_call() < capped.bytes_per_call()

@@ -289,3 +289,32 @@ def test_lean_wrapper_keeps_scratch_and_allocates_fresh_outputs():
     sized = lean_wrapper(demo_call_sized)[0]
     assert "buf1" in sized.__code__.co_varnames
     assert sized([torch.arange(3)])[0].tolist() == [1, 3, 5]
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_frame_skip_of_a_game_compiled_with_and_without_wide_fusion_equals_eager(wide):
+    """Breakout, frame_skip=8 (a sticky-action draw per frame), time limit inside the skip,
+    SameStep resets: compiled with ``wide_fusion`` on and off, bitwise equal to eager (the
+    kernels it makes on CUDA: tests/test_cuda_lowering.py)."""
+    kw = dict(
+        num_envs=N, validate=False, frame_skip=8, max_episode_steps=21, autoreset_mode="SameStep"
+    )
+    opts = {"wide_fusion": wide}
+    fused = gym.make_vec(
+        "gpuvec/MinAtar-Breakout-v1", backend="compile", compiler_options=opts, **kw
+    ).unwrapped
+    eager = gym.make_vec("gpuvec/MinAtar-Breakout-v1", backend="eager", **kw).unwrapped
+    fused.reset(seed=4)
+    eager.reset(seed=4)
+    gen = torch.Generator().manual_seed(6)
+    ended = 0
+    for t in range(30):
+        a = torch.randint(0, 3, (N,), generator=gen)
+        got, want = fused.step(a), eager.step(a)
+        for x, y in zip(got[:4], want[:4], strict=True):
+            assert torch.equal(x, y), t
+        assert torch.equal(got[4]["final_obs"], want[4]["final_obs"]), t
+        ended += int((want[2] | want[3]).sum())
+    assert ended > N  # the time limit ends every episode inside a skip at least once
+    report = fused.compile_report
+    assert report.pass_status("wide_fusion") == ("applied" if wide else "off"), str(report)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from gpuvec_envs.compiler.kernels import kernels_of
-from gpuvec_envs.compiler.options import CompilerOptions
+from gpuvec_envs.compiler.options import WIDE_FUSION, CompilerOptions
 from gpuvec_envs.compiler.passes import cpp_schedule, isa_probe, wrapping
 from gpuvec_envs.compiler.passes.cpp_schedule import ScheduleLog, scheduled_cpp_kernels
 from gpuvec_envs.compiler.passes.direct_call import direct_call
@@ -76,7 +76,11 @@ def compile_flat(
     from gpuvec_envs.compiler.options import resolve
 
     compiler = compiler if compiler is not None else resolve()
-    inductor_options = {**compiler.inductor, **(options or {}), "size_asserts": size_asserts}
+    inductor_options = {
+        **compiler.inductor_config(),
+        **(options or {}),
+        "size_asserts": size_asserts,
+    }
     flatten = make_flattener(example_args)
     leaves = list(flatten(*example_args))
     sizes = [len(leaf_paths(a)) for a in example_args]
@@ -111,6 +115,7 @@ def compile_flat(
         passes = [_cpp_wrapper_result(p, compiler) for p in passes]
     passes.append(_wrapping_result(wrap_skipped, wrap_log))
     passes.append(_isa_probe_result(compiler, probe_log, leaves))
+    passes.append(_wide_fusion_result(compiler, inductor_options))
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1
@@ -415,6 +420,16 @@ def _isa_probe_result(
     if log.status is None:
         return PassResult("isa_probe", "not_needed", "inductor did not ask for the ISA list")
     return PassResult("isa_probe", log.status, log.detail)
+
+
+def _wide_fusion_result(compiler: CompilerOptions, inductor_options: dict[str, Any]) -> PassResult:
+    """The wide_fusion switch's outcome: inductor's fusion cap this graph was built with."""
+    cap = inductor_options.get("max_fusion_size", torch._inductor.config.max_fusion_size)
+    if not compiler.wide_fusion:
+        return PassResult("wide_fusion", "off", f"max_fusion_size {cap}")
+    if cap != WIDE_FUSION:
+        return PassResult("wide_fusion", "off", f"max_fusion_size {cap} set by inductor options")
+    return PassResult("wide_fusion", "applied", f"max_fusion_size {cap}")
 
 
 def _no_autograd_cache() -> Any:

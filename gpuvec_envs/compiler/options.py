@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 ENV_VAR = "GPUVEC_COMPILER"
+#: ``max_fusion_size`` under ``wide_fusion``: more operations than any step has.
+WIDE_FUSION = 1 << 16
 _TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 
 
@@ -49,6 +51,10 @@ class CompilerOptions:
             with at most :data:`~gpuvec_envs.compiler.backend.YIELD_MAX_CPUS` CPUs, pause
             after each of its eager steps for as long as the step ran, so that the
             compiled step arrives sooner.
+        wide_fusion: Let inductor fuse any number of operations into one kernel
+            (``max_fusion_size`` :data:`WIDE_FUSION` instead of inductor's 64), so that a
+            frame-skipped step is one loop over the batch, not one kernel per few frames
+            (an ``inductor`` mapping that sets ``max_fusion_size`` wins).
         strict: Raise :class:`~gpuvec_envs.compiler.backend.CompileError` where a
             strategy (or a background compile) fails, instead of falling back to a slower
             one with a warning (off by default).
@@ -68,6 +74,7 @@ class CompilerOptions:
     retain_memory: bool = True
     warm_start: bool = True
     yield_to_compile: bool = True
+    wide_fusion: bool = True
     strict: bool = False
     inductor: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -83,8 +90,9 @@ class CompilerOptions:
 
     @classmethod
     def no_passes(cls) -> CompilerOptions:
-        """Every inductor-output pass off (the strategies stay on)."""
+        """Every inductor-output pass and ``wide_fusion`` off (the strategies stay on)."""
         return cls(
+            wide_fusion=False,
             direct_call=False,
             lean_wrapper=False,
             cpp_schedule=False,
@@ -92,6 +100,11 @@ class CompilerOptions:
             wrapping_mul=False,
             isa_probe=False,
         )
+
+    def inductor_config(self) -> dict[str, Any]:
+        """The ``torch._inductor.config`` values to compile with (``inductor`` wins)."""
+        wide = {"max_fusion_size": WIDE_FUSION} if self.wide_fusion else {}
+        return {**wide, **self.inductor}
 
     def replace(self, overrides: Mapping[str, Any]) -> CompilerOptions:
         """A copy with ``overrides`` applied.

@@ -145,7 +145,7 @@ class TorchCompile:
             fresh_function(request.raw, request.tag),
             fullgraph=True,
             dynamic=False,
-            options=dict(request.options.inductor) or None,
+            options=request.options.inductor_config() or None,
         )
         call = functools.partial(compiled, *request.bound)
         return Built(call, call(*request.args))
