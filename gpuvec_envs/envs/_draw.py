@@ -30,10 +30,14 @@ LINE_SAMPLE = 0.0
 CIRCLE_GROW = 0.5
 
 
-def blank(n: int, height: int, width: int, colour: Colour, device: torch.device) -> torch.Tensor:
-    """(n, height, width, 3) uint8 frames filled with ``colour``."""
-    rgb = torch.tensor(colour, dtype=torch.uint8, device=device)
-    return rgb.expand(n, height, width, 3).clone()
+def blank(height: int, width: int, colour: Colour, like: torch.Tensor) -> torch.Tensor:
+    """(N, height, width, 3) uint8 frames filled with ``colour``; N and device of ``like`` (N, ...).
+
+    The colour is a per-device constant (:func:`~gpuvec_envs.core.constants.table`): no host
+    copy per frame.
+    """
+    rgb = table(colour, dtype=torch.uint8, like=like)
+    return rgb.expand(like.shape[0], height, width, 3).clone()
 
 
 def _window(

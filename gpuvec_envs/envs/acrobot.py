@@ -223,7 +223,7 @@ def render_frames(params: AcrobotParams, s: AcrobotState, size: int = 500) -> to
     scale = size / (bound * 2)
     offset = size / 2
     th1, th2 = s.theta1.double(), s.theta2.double()
-    frame = draw.blank(th1.shape[0], size, size, WHITE, th1.device)
+    frame = draw.blank(size, size, WHITE, th1)
     zero = torch.zeros_like(th1)
     ground_y = int(1 * scale + offset)
     draw.fill_box(frame, zero.long(), zero.long() + ground_y, size - 1, 0, BLACK)

@@ -125,7 +125,7 @@ def render_frames(
     pole_w, pole_len, cart_w, cart_h, cart_y = 10.0, scale * 2 * params.length, 50.0, 30.0, 100
     axle_y = cart_y + cart_h / 4.0
     cart_x = s.x.double() * scale + width / 2.0  # (N,) [px]
-    frame = draw.blank(s.x.shape[0], height, width, WHITE, s.x.device)
+    frame = draw.blank(height, width, WHITE, s.x)
     zero = torch.zeros_like(cart_x)
     xs, ys = draw.rotated_rect(
         -cart_w / 2, cart_w / 2, -cart_h / 2, cart_h / 2, zero, cart_x, zero + cart_y

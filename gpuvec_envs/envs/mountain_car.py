@@ -149,7 +149,7 @@ def render_frames(params: Any, s: Any, width: int = 600, height: int = 400) -> t
     car_w, car_h, clearance = 40, 20, 10
     pos = s.position.double()
     dev = pos.device
-    frame = draw.blank(pos.shape[0], height, width, WHITE, dev)
+    frame = draw.blank(height, width, WHITE, pos)
     draw.paint_mask(frame, _scenery(p.min_position, p.max_position, width, height, dev), BLACK)
     angle = torch.cos(3 * pos)
     ox, oy = (pos - p.min_position) * scale, clearance + _height(pos) * scale

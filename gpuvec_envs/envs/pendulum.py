@@ -114,7 +114,7 @@ def render_frames(params: PendulumParams, s: PendulumState, size: int = 500) -> 
     rod_length, rod_width = 1 * scale, 0.2 * scale
     angle = s.th.double() + math.pi / 2
     centre = torch.full_like(angle, offset)
-    frame = draw.blank(s.th.shape[0], size, size, WHITE, s.th.device)
+    frame = draw.blank(size, size, WHITE, s.th)
     xs, ys = draw.rotated_rect(0, rod_length, -rod_width / 2, rod_width / 2, angle, centre, centre)
     draw.fill_polygon(frame, xs, ys, math.hypot(rod_length, rod_width), ROD)
     draw.fill_circle(frame, centre, centre, int(rod_width / 2), ROD)
