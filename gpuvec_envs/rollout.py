@@ -2,13 +2,13 @@
 
 :class:`RolloutCollector` runs ``policy(obs)`` and the env's pure step for ``num_steps``
 steps and writes observations, actions, rewards, flags and the policy's other outputs
-(log-probs, values, ...) into preallocated ``(T, N, ...)`` tensors. On CPU the whole T-step
-rollout can be one compiled call (policy and env step as the body of a ``scan`` loop that
-runs in inductor's C++ wrapper), which pays where per-call overhead dominates (small N);
-inductor's loop allocates every intermediate buffer anew at each step, so at large N a
-plain loop of the policy and the env's own step is faster, and by default the collector
-times both on its first rollouts and keeps the faster. On CUDA the rollout is captured once
-in a CUDA graph and every later :meth:`RolloutCollector.collect` is one graph replay. The
+(log-probs, values, ...) into preallocated ``(T, N, ...)`` tensors. The whole T-step
+rollout is one compiled call (policy and env step as the body of a ``scan`` loop that runs
+in inductor's C++ wrapper on the CPU); on CUDA it is captured once in a CUDA graph and every
+later :meth:`RolloutCollector.collect` is one graph replay. A plain loop of the policy and
+the env's own step runs while the scan compiles, where it cannot be built, and where it was
+timed faster on the first rollouts (at large N on the CPU, inductor's loop allocating every
+intermediate anew at each step can cost more than the per-call overhead it saves). The
 buffers hold exactly what a hand-written loop of ``action = policy(obs)`` and
 ``env.step(action)`` would give (``obs[t]`` is the observation ``actions[t]`` was chosen
 from), and the env's state advances as if it had been stepped.
@@ -16,7 +16,6 @@ from), and the env's state advances as if it had been stepped.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import itertools
@@ -34,7 +33,6 @@ from gpuvec_envs import compiler
 from gpuvec_envs.compiler import threads, warm
 from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.strategies import fresh_function
-from gpuvec_envs.core.eager import host_eager
 from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step, user_obs
 
 _log = logging.getLogger(__name__)
@@ -138,6 +136,12 @@ class _ScanJob:
 class RolloutCollector:
     """Collect ``num_steps`` steps of ``policy`` in ``env`` into preallocated buffers.
 
+    One design: the whole T-step rollout (policy and env step) is one compiled program, a
+    ``scan``, replayed from one CUDA graph on CUDA; a plain loop of ``policy(obs)`` and the
+    env's own step runs where that program is not built (yet), or where it measured slower.
+    :attr:`kind` says which path the last rollout took and :attr:`reason` why; a scan or
+    graph that fails warns once and the loop takes over.
+
     Args:
         env: The vector env (reset before the first :meth:`collect`). Its autoreset mode,
             time limit and frame skip apply.
@@ -148,22 +152,17 @@ class RolloutCollector:
         num_steps: Rollout length T.
         backend: ``"auto"`` (default), ``"compile"`` or ``"eager"``. ``compile`` builds
             the compiled rollout at the first :meth:`collect`. ``auto`` on the CPU does
-            not wait for the compiler: rollouts run the policy and the env's own step
-            (which switches to its compiled form when that is ready, see
-            ``GpuVecEnv``'s ``backend``); once the env's step runs compiled, a child
-            process compiles the scan, which is then built from the warm cache (seconds)
-            and timed against the env-step loop. On CUDA ``auto`` is ``compile``.
+            not wait for the compiler: rollouts run the loop (the env's step switches to
+            its compiled form when that is ready, see ``GpuVecEnv``'s ``backend``) while a
+            child process compiles the scan, which is then built from the warm cache
+            (seconds). On CUDA ``auto`` is ``compile``. ``eager`` compiles nothing: the
+            loop of the policy and the env's step (as the env was built).
         cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph.
-        scan: Off CUDA graphs: ``True`` compiles the whole T-step rollout as one call (a
-            ``torch._higher_order_ops.scan`` loop: no per-step call overhead, which
-            decides speed at small N); ``False``
-            compiles the policy and env step as one call per step; ``"auto"`` (default)
-            compiles the scan, then times it against a loop of the policy and the env's
-            own step (``kind == "env_step"``: what ``env.step(policy(obs))`` does) on
-            the first :attr:`TRIALS` rollouts of each, alternately, and keeps the
-            faster; one rollout of the other path every :attr:`CHECK_EVERY` rollouts
-            starts the trials again if it was faster. A scan that fails to compile falls
-            back to one compiled call per step.
+        scan: Off CUDA graphs: ``True`` always runs the scan; ``False`` always the loop;
+            ``"auto"`` (default) runs each on the first :attr:`TRIALS` rollouts after one
+            untimed each, alternately, and keeps the faster for good (the scan pays where
+            per-call overhead dominates, small N; inductor's loop allocates its
+            intermediates anew at every step, which can cost more at large N).
         num_threads: CPU threads of the compiled scan (default: the env's
             ``num_threads``; see :mod:`gpuvec_envs.compiler.threads`).
 
@@ -175,10 +174,6 @@ class RolloutCollector:
 
     #: Timed rollouts of each path before ``scan="auto"`` decides (after one untimed each).
     TRIALS = 3
-    #: Rollouts between checks of the path ``scan="auto"`` did not keep: the first times
-    #: how many times slower it was, doubling up to the second while the kept path stays
-    #: the faster.
-    CHECK_EVERY = (32, 512)
 
     def __init__(
         self,
@@ -207,11 +202,12 @@ class RolloutCollector:
             )
         self.policy = policy
         self.num_steps = num_steps
-        self.backend = "eager" if backend == "eager" else "compile"
-        self.use_cuda_graph = cuda_graph and self.env.device.type == "cuda"
+        self.backend = backend
+        cuda = self.env.device.type == "cuda"
+        self.use_cuda_graph = cuda_graph and cuda and backend != "eager"
         # build the scan off the caller's path (CPU, scan="auto")
-        self._background = backend == "auto" and self.env.device.type != "cuda"
-        self._scan_choice = scan if self.backend == "compile" else False
+        self._background = backend == "auto" and not cuda
+        self._scan_choice = scan
         self._threads = threads.ThreadControl(
             self.env.num_threads if num_threads is None else num_threads
         )
@@ -227,17 +223,24 @@ class RolloutCollector:
         self._scan_build = None
         e = self.env
         self._params = e.params
-        self.use_scan = self._scan_choice
         self._trial_times: dict[str, list[float]] = {"scan": [], "env_step": []}
-        self._kept: str | None = None  # the path the trials chose
-        self._kept_times: collections.deque[float] = collections.deque(maxlen=5)
-        self._check_every = self._until_check = self.CHECK_EVERY[0]
         self._env_step = functools.partial(pure_step, e.env_def, e.params, e.cfg)
         self._fused_env_step: Callable[..., Any] | None = None
-        self._step_fn: Callable[..., Any] | None = None
         self._graph: torch.cuda.CUDAGraph | None = None
         self._scan_fn: Callable[..., Any] | None = None
-        self.kind = "eager"  # how steps run: eager, compiled, scan, env_step or cuda_graph
+        #: The path every rollout takes from now on, or None while ``scan="auto"`` decides.
+        self._path: str | None
+        if self.use_cuda_graph:
+            self._path, self.reason = "cuda_graph", "CUDA: the rollout replays one CUDA graph"
+        elif self.backend == "eager" or self._scan_choice is False:
+            why = "backend='eager'" if self.backend == "eager" else "scan=False"
+            self._path, self.reason = "env_step", f"{why}: the policy and the env's step"
+        elif self._scan_choice is True:
+            self._path, self.reason = "scan", "scan=True: the rollout is one compiled scan"
+        else:
+            self._path, self.reason = None, "scan='auto': the scan is being built and timed"
+        #: How the last rollout ran: ``"scan"``, ``"env_step"`` (the loop) or ``"cuda_graph"``.
+        self.kind = "env_step"
 
     # -- public ------------------------------------------------------------------------
     def collect(self) -> Rollout:
@@ -252,45 +255,22 @@ class RolloutCollector:
         obs = env._current_obs()  # kept from the last rollout if the state is still its end
         if self.buffers is None:
             self._allocate(state, obs)
-        if self.use_cuda_graph:
+        if self._path == "cuda_graph":
             try:
-                return self._collect_graphed(state, obs)
-            except Exception as exc:  # noqa: BLE001 - fall back to step-by-step collection
-                warnings.warn(
-                    f"CUDA graph rollout failed ({type(exc).__name__}: {exc}); collecting "
-                    "step by step",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                self.use_cuda_graph, self._graph = False, None
-        if self.use_scan == "auto" and self._background and self._scan_fn is None:
-            if not self._scan_ready(state, obs):
-                self.kind = "env_step"
-                return self._collect_env_step(obs)
-        if self.use_scan == "auto" and self._scan_fn is not None:
-            if self._background and self._env_step_pending():
-                self.kind = "scan"  # the trial waits for the env's compiled step
-                return self._collect_scan(state, obs)
-            return self._collect_trial(state, obs)
-        if self._kept is not None and self.use_scan == self._kept:
-            return self._collect_kept(state, obs)
-        if self.use_scan == "env_step":
-            return self._collect_env_step(obs)
-        if self.use_scan:
-            try:
-                return self._collect_scan(state, obs)
-            except Exception as exc:  # noqa: BLE001 - fall back to one compiled call per step
-                warnings.warn(
-                    f"compiling the rollout as one scan failed ({type(exc).__name__}: {exc}); "
-                    "collecting step by step",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                auto = self.use_scan == "auto"
-                self.use_scan, self._scan_fn = ("env_step" if auto else False), None
-                if auto:
-                    return self._collect_env_step(obs)
-        return self._collect_loop(state, obs)
+                out = self._collect_graphed(state, obs)
+                self.kind = "cuda_graph"
+                return out
+            except Exception as exc:  # noqa: BLE001 - the loop takes over
+                self._graph = None
+                why = f"the CUDA graph rollout failed ({type(exc).__name__}: {exc})"
+                self._fall_back(why, stacklevel=3)
+        if self._path is not None:
+            return self._collect_path(self._path, state, obs)
+        if self._scan_fn is None and self._background and not self._scan_ready(state, obs):
+            return self._collect_path("env_step", state, obs)  # the scan is compiling
+        if self._background and self._env_step_pending():
+            return self._collect_path("scan", state, obs)  # untimed: the env step compiles
+        return self._collect_trial(state, obs)
 
     def wait_compiled(self, timeout: float | None = None) -> bool:
         """Wait until the env's step and (with ``scan="auto"``) the scan are compiled.
@@ -309,7 +289,7 @@ class RolloutCollector:
             return False
         if env.params is not self._params:
             self._start_over()
-        if self._background and self.use_scan == "auto" and env._state is not None:
+        if self._background and self._path is None and env._state is not None:
             state = env.state
             obs = env._current_obs()
             if self.buffers is None:
@@ -356,7 +336,7 @@ class RolloutCollector:
                 return True
             except Exception as exc:  # noqa: BLE001 - the env-step loop goes on
                 reason = f"{type(exc).__name__}: {exc}"
-        self._keep_env_step(reason)
+        self._fall_back(f"the rollout's scan failed ({reason})", stacklevel=4)
         return False
 
     def _scan_key(self, state: ShellState, obs: torch.Tensor) -> str | None:
@@ -394,17 +374,20 @@ class RolloutCollector:
         step.start_background((env.state, env._example_action()))
         return not step.wait(0)
 
-    def _keep_env_step(self, reason: str, stacklevel: int = 4) -> None:
+    def _fall_back(self, reason: str, stacklevel: int = 4) -> None:
+        """Collect with the loop from now on, and warn once naming ``reason``.
+
+        ``stacklevel`` points the warning at the caller of :meth:`collect`.
+        """
         warnings.warn(
-            f"the rollout's scan failed ({reason}); collecting with the env's step",
+            f"{reason}; the rollout runs as a loop of the policy and the env's step",
             RuntimeWarning,
             stacklevel=stacklevel,
         )
-        self.use_scan = self.kind = "env_step"
-        self._kept = None
+        self._path, self.reason = "env_step", f"fallback: {reason}"
 
     def _start_scan_build(self) -> None:
-        if self._scan_build is not None or self.use_scan != "auto":
+        if self._scan_build is not None or self._path is not None:
             return
         env = self.env
         job = _ScanJob(
@@ -420,73 +403,52 @@ class RolloutCollector:
         try:
             self._scan_build = BackgroundBuild(job)
         except TypeError:
-            self._keep_env_step("the policy does not pickle")
+            self._fall_back("the rollout's scan cannot be built (the policy does not pickle)", 5)
             return
         weakref.finalize(self, self._scan_build.cancel)  # a dropped collector stops its child
 
     def _collect_trial(self, state: ShellState, obs: torch.Tensor) -> Rollout:
-        """``scan="auto"``: time the scan and the env-step loop in turn, then keep one."""
+        """``scan="auto"``: run the scan and the loop in turn, timed; then keep the faster."""
         times = self._trial_times
         path = "env_step" if len(times["env_step"]) < len(times["scan"]) else "scan"
         t0 = self._clock()
-        out = self._collect_path(path, state, obs)
-        if self.use_scan == "env_step":  # the scan failed: the env-step loop is kept
+        out = self._collect_path(path, state, obs, stacklevel=5)
+        if self._path is not None:  # the scan failed: the loop is kept
             return out
         times[path].append(self._clock() - t0)
         if min(len(v) for v in times.values()) > self.TRIALS:  # the first of each untimed
             scan_s, step_s = (statistics.median(times[k][1:]) for k in ("scan", "env_step"))
-            self.use_scan = self._kept = self.kind = "scan" if scan_s <= step_s else "env_step"
-            # a path r times slower is checked r times less often: <= 1/low of the time
-            low, high = self.CHECK_EVERY
-            ratio = max(scan_s, step_s) / max(min(scan_s, step_s), 1e-9)
-            self._check_every = self._until_check = min(high, round(low * ratio))
+            self._path = "scan" if scan_s <= step_s else "env_step"
+            fast, slow = sorted((scan_s, step_s))
+            self.reason = (
+                f"scan='auto': {self._path} measured {slow / max(fast, 1e-9):.2f}x faster "
+                f"(median of {self.TRIALS} rollouts each)"
+            )
+            _log.info("rollout: %s", self.reason)
         return out
 
-    def _collect_kept(self, state: ShellState, obs: torch.Tensor) -> Rollout:
-        """The path the trials kept; every :attr:`CHECK_EVERY` rollouts one of the other.
+    def _collect_path(
+        self, path: str, state: ShellState, obs: torch.Tensor, stacklevel: int = 4
+    ) -> Rollout:
+        """One rollout of ``path`` (``"scan"`` or ``"env_step"``).
 
-        That one is timed against the kept path's recent rollouts: if it was more than 10 %
-        faster (the machine's load or the policy changed, or the trials were misled), both
-        paths are tried again.
-        """
-        kept = self._kept
-        self._until_check -= 1
-        path = kept if self._until_check > 0 else ("env_step" if kept == "scan" else "scan")
-        t0 = self._clock()
-        out = self._collect_path(path, state, obs)
-        dt = self._clock() - t0
-        if self.use_scan == "env_step":  # the scan failed: the env-step loop is kept
-            return out
-        self.kind = kept
-        if path == kept:
-            self._kept_times.append(dt)
-            return out
-        low, high = self.CHECK_EVERY
-        times = self._kept_times
-        if len(times) >= 3 and dt < 0.9 * statistics.median(times):
-            _log.info("rollout path %s was faster than the kept %s: trying both again", path, kept)
-            self.use_scan, self._kept, self._check_every = "auto", None, low
-            self._trial_times = {"scan": [], "env_step": []}
-            times.clear()
-        else:
-            self._check_every = min(2 * self._check_every, high)
-        self._until_check = self._check_every
-        return out
-
-    def _collect_path(self, path: str, state: ShellState, obs: torch.Tensor) -> Rollout:
-        """One rollout of ``path`` (``"scan"`` or ``"env_step"``) for the trials and checks.
-
-        A scan that raises (its call, or a recompile at it) leaves the env's state as it
-        was; the env-step loop is then kept for good, with one warning, and collects this
-        rollout.
+        A scan that raises (its build, its call, or a recompile at it) leaves the env's
+        state as it was; the loop is then kept for good, with one warning, and collects
+        this rollout.
         """
         if path == "scan":
             try:
-                return self._collect_scan(state, obs)
-            except Exception as exc:  # noqa: BLE001 - the env-step loop goes on
-                self._keep_env_step(f"{type(exc).__name__}: {exc}", stacklevel=5)
+                out = self._collect_scan(state, obs)
+                self.kind = "scan"
+                return out
+            except Exception as exc:  # noqa: BLE001 - the loop goes on
                 self._scan_fn = None
-        return self._collect_env_step(obs)
+                self._fall_back(
+                    f"the rollout's scan failed ({type(exc).__name__}: {exc})", stacklevel
+                )
+        out = self._collect_env_step(obs)
+        self.kind = "env_step"
+        return out
 
     def _collect_env_step(self, obs: torch.Tensor) -> Rollout:
         """A loop of ``policy(obs)`` and the env's own step (its backend and threads).
@@ -513,8 +475,6 @@ class RolloutCollector:
                 state, obs = out.state, out.obs
         self._raw_next_obs.copy_(obs)
         env._set_state(state, obs)
-        if self.use_scan != "auto":
-            self.kind = "env_step"
         return b
 
     def _allocate(self, state: ShellState, obs: torch.Tensor) -> None:
@@ -552,13 +512,19 @@ class RolloutCollector:
         """The env step used inside the rollout: the guard-free fused call when possible."""
         if self._fused_env_step is None:
             self._fused_env_step = self._env_step
-            if self.backend == "compile":
+            if self.backend != "eager":
                 try:
                     self._fused_env_step = compiler.compile_flat(
                         self._env_step, (example_state, example_action)
                     )
-                except Exception:  # noqa: BLE001 - eager env step inside the rollout
-                    self._fused_env_step = self._env_step
+                except Exception as exc:  # noqa: BLE001 - eager env step inside the graph
+                    why = f"compiling the env step failed ({type(exc).__name__}: {exc})"
+                    warnings.warn(
+                        f"{why}; the rollout's CUDA graph captures the eager step",
+                        RuntimeWarning,
+                        stacklevel=5,
+                    )
+                    self.reason = f"CUDA graph of the eager env step: {why}"
         return self._fused_env_step
 
     def _write(self, t: int, obs: torch.Tensor, out: tuple[Any, ...]) -> None:
@@ -572,24 +538,9 @@ class RolloutCollector:
         for k, v in extras.items():
             b.extras[k][t].copy_(v)
 
-    def _collect_loop(self, state: ShellState, obs: torch.Tensor) -> Rollout:
-        """CPU (or un-graphed CUDA): one compiled policy+env call per step."""
-        if self._step_fn is None:
-            self._step_fn = self._build_step_fn(state, obs)
-        fn = self._step_fn
-        with torch.no_grad():
-            for t in range(self.num_steps):
-                out = fn(state, obs)
-                self._write(t, obs, out)
-                state, obs = out[0], out[1]
-        self._raw_next_obs.copy_(obs)
-        self.env._set_state(state, obs)
-        return self.buffers
-
     def _collect_scan(self, state: ShellState, obs: torch.Tensor) -> Rollout:
         """The whole rollout as one compiled call; its stacked outputs fill the buffers."""
-        first = self._scan_fn is None
-        if first:
+        if self._scan_fn is None:
             self._scan_fn = self._build_scan_fn(state, obs)
         b = self.buffers
         with torch.no_grad():
@@ -603,8 +554,6 @@ class RolloutCollector:
             b.extras[k].copy_(v)
         self._raw_next_obs.copy_(next_obs)
         self.env._set_state(self._unflatten_state(leaves), next_obs)
-        if first or self.use_scan is True:
-            self.kind = "scan"
         return b
 
     def _scan_body(self, state: ShellState) -> Callable[..., Any]:
@@ -709,38 +658,16 @@ class RolloutCollector:
             (leaves, obs), ys = scan(body, (leaves, obs), xs)
             return leaves, obs, ys
 
+        def backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Any:
+            return compiler.compile_flat(gm, tuple(example_inputs), options=SCAN_INDUCTOR_OPTIONS)
+
         compiled = torch.compile(
             fresh_function(rollout, f"{type(self.env.env_def).__name__}_{next(_SCAN_TAGS)}"),
             fullgraph=True,
             dynamic=False,
-            options=SCAN_INDUCTOR_OPTIONS,
+            backend=backend,
         )
         return lambda leaves, obs: compiled(leaves, obs, xs)
-
-    def _build_step_fn(self, state: ShellState, obs: torch.Tensor) -> Callable[..., Any]:
-        e = self.env
-        eager = functools.partial(
-            _policy_step, self.policy, self._env_step, e._action_dtype, e._coded_obs
-        )
-        self.kind = "eager"
-        if self.backend == "eager":
-            return compiler.run_within(host_eager, eager)
-        compiled = torch.compile(
-            eager, fullgraph=True, dynamic=False, options=threads.inductor_options()
-        )
-        try:
-            with torch.no_grad():
-                compiled(state, obs)  # compile now; the result is discarded
-            self.kind = "compiled"
-            return compiled
-        except Exception as exc:  # noqa: BLE001 - any compiler failure means: run eager
-            warnings.warn(
-                f"torch.compile of the rollout step failed ({type(exc).__name__}: {exc}); "
-                "collecting eagerly",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return compiler.run_within(host_eager, eager)
 
     def _collect_graphed(self, state: ShellState, obs: torch.Tensor) -> Rollout:
         """CUDA: capture the T-step rollout once, then one graph replay per call."""
@@ -791,7 +718,6 @@ class RolloutCollector:
         with torch.no_grad(), torch.cuda.graph(graph):
             run()
         self._graph = graph
-        self.kind = "cuda_graph"
 
 
 def scan_rollout_example(

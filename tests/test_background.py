@@ -330,7 +330,9 @@ def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeyp
     for _ in range(2 * (RolloutCollector.TRIALS + 1)):
         obs = check(collector.collect(), obs)
     assert env.unwrapped.backend == "compile" and collector._scan_fn is not None
-    assert collector.kind in ("scan", "env_step") and collector.use_scan == collector.kind
+    assert collector._path in ("scan", "env_step")  # decided: the next rollout takes it
+    obs = check(collector.collect(), obs)
+    assert collector.kind == collector._path
     env.close()
 
 
@@ -373,13 +375,13 @@ def test_auto_collector_uses_the_scan_while_the_env_step_compiles(monkeypatch):
     monkeypatch.setattr(step, "wait", lambda timeout=None: False)  # still compiling
     for _ in range(2 * (RolloutCollector.TRIALS + 1)):
         collector.collect()
-    assert collector.kind == "scan" and collector.use_scan == "auto"
+    assert collector.kind == "scan" and collector._path is None
     assert collector._trial_times == {"scan": [], "env_step": []}
     monkeypatch.undo()
     assert collector.wait_compiled(timeout=900)
     for _ in range(2 * (RolloutCollector.TRIALS + 1)):
         collector.collect()
-    assert env.unwrapped.backend == "compile" and collector.use_scan in ("scan", "env_step")
+    assert env.unwrapped.backend == "compile" and collector._path in ("scan", "env_step")
     env.close()
 
 

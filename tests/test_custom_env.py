@@ -211,12 +211,13 @@ def test_tensor_wrappers():
 def test_rollout_collector_eager_and_compiled(scan):
     rollouts = {}
     for backend in ("eager", "compile"):
-        env = gym.make_vec(ENV_ID, num_envs=5, backend="eager", autoreset_mode="same_step")
+        env = gym.make_vec(ENV_ID, num_envs=5, backend=backend, autoreset_mode="same_step")
         env.reset(seed=2)
         collector = RolloutCollector(env, follow, 12, backend=backend, scan=scan)
         rollouts[backend] = [tuple(t.clone() for t in collector.collect()[:5]) for _ in range(2)]
-        if backend == "compile":
-            assert collector.kind in ("compiled", "scan")
+        if backend == "compile":  # the scan, or the loop of the env's compiled step
+            assert collector.kind == ("scan" if scan else "env_step")
+            assert scan or env.unwrapped._step.report is not None
     for a, b in zip(rollouts["eager"], rollouts["compile"], strict=True):
         for t, u in zip(a, b, strict=True):
             assert torch.equal(t, u)
