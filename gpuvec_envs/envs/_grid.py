@@ -221,38 +221,47 @@ def first_fit(
         ``(index, found)``: (N,) int32 flat index of the first acceptable candidate (0 if
         none is), (N,) bool whether one is.
 
-    Grids of up to 64 cells first pack their free cells into two 32-bit words per env, so
-    that testing a candidate is a shift instead of a gather from the grid (on larger grids
-    building the words costs more than it saves).
-    The first acceptable candidate is found by one max over ``rank << 16 | index``.
+    Grids of up to 63 cells pack their free cells into one int64 per env (a sum over
+    the cells), so that testing a candidate is a shift instead of a gather from the grid;
+    the candidates lie along the cells, ``ceil(K / (H * W))`` per cell, so that every
+    reduction of a placement runs over the cells: a reset's placements chain in one
+    loop over the cells (one kernel) with the grid they edit. The first acceptable
+    candidate is found by one max over ``rank << 16 | index``.
     """
     (xl, xh), (yl, yh) = x_range, y_range
     dev = cells.device
     n_cells = cells.shape[1]
-    words = rng.bits(tries)
-    xs = _col(xl) + (((words >> 16) * _col(xh - xl)) >> 16)
-    ys = _col(yl) + (((words & 0xFFFF) * _col(yh - yl)) >> 16)
-    flat = ys * width + xs  # (N, K) int64
-    if n_cells <= 64:
-        free = cells == EMPTY
-        if avoid is not None:
-            free = free & (torch.arange(n_cells, device=dev) != avoid[:, None])
-        weights = table(_bit_weights, 32, dtype=torch.int64, like=cells)
-        n_words = (n_cells + 31) // 32
-        if n_cells < 32 * n_words:
-            pad = torch.zeros(free.shape[0], 32 * n_words - n_cells, dtype=torch.bool, device=dev)
-            free = torch.cat([free, pad], 1)
-        masks = (free.view(-1, n_words, 32).to(torch.int64) * weights).sum(2)  # (N, words)
-        mask = masks[:, :1]
-        if n_words > 1:
-            mask = torch.where(flat >= 32, masks[:, 1:], mask)
-        ok = ((mask >> (flat & 31)) & 1) != 0
-    else:
+    if n_cells > 63:
+        words = rng.bits(tries)
+        xs = _col(xl) + (((words >> 16) * _col(xh - xl)) >> 16)
+        ys = _col(yl) + (((words & 0xFFFF) * _col(yh - yl)) >> 16)
+        flat = ys * width + xs  # (N, K) int64
         ok = cells.gather(1, flat) == EMPTY
         if avoid is not None:
             ok = ok & (flat != avoid[:, None])
-    rank = torch.arange(tries, 0, -1, dtype=torch.int64, device=dev)  # the first ranks K
-    best = torch.where(ok, (rank << 16) | flat, 0).amax(1)  # (N,), 0 if none
+        rank = torch.arange(tries, 0, -1, dtype=torch.int64, device=dev)  # the first ranks K
+        best = torch.where(ok, (rank << 16) | flat, 0).amax(1)  # (N,), 0 if none
+        return (best & 0xFFFF).to(I32), best > 0
+    lane = torch.arange(n_cells, device=dev)
+    free = cells == EMPTY
+    if avoid is not None:
+        free = free & (lane != avoid[:, None])
+    mask = torch.where(free, 1 << lane, 0).sum(1, keepdim=True)  # (N, 1) int64
+    best = None
+    for first in range(0, tries, n_cells):  # candidates first + lane, drawn chunk by chunk
+        count = min(n_cells, tries - first)
+        word = rng.bits(count)  # the next streams: the same draws as one rng.bits(tries)
+        if count < n_cells:
+            word = torch.nn.functional.pad(word, (0, n_cells - count))
+        xs = _col(xl) + (((word >> 16) * _col(xh - xl)) >> 16)
+        ys = _col(yl) + (((word & 0xFFFF) * _col(yh - yl)) >> 16)
+        flat = ys * width + xs  # (N, H * W)
+        ok = ((mask >> flat) & 1) != 0
+        if count < n_cells:
+            ok = ok & (lane < count)
+        key = torch.where(ok, ((tries - first - lane) << 16) | flat, 0)
+        best = key if best is None else torch.maximum(best, key)
+    best = best.amax(1)  # (N,), 0 if none
     return (best & 0xFFFF).to(I32), best > 0
 
 
@@ -443,21 +452,34 @@ def visibility(codes: torch.Tensor) -> torch.Tensor:
     larger views). Every visible see-through cell also reveals its neighbours in the row
     above, as in minigrid.
 
+    Views of up to 63 cells pack the see-through cells into one int64 per env (bit
+    ``vy * V + vx``) with one sum over the whole view, and unpack the visible cells from
+    one such word: the view's gather, sum and sweeps stay one loop (one kernel).
+
     Returns:
         (N, V, V) bool mask indexed [vx, vy].
     """
     n, view = codes.shape[0], codes.shape[1]
     dev = codes.device
-    weights = table(_bit_weights, view, dtype=I32, like=codes)
-    clear = (see_behind(codes).to(I32) * weights[None, :, None]).sum(1)  # (N, V): row bits
     full = (1 << view) - 1
+    packed = view * view <= 63
+    if packed:
+        vx = torch.arange(view, device=dev)[:, None]
+        vy = torch.arange(view, device=dev)[None, :]
+        bit = vy * view + vx  # (V, V) int64
+        words = torch.where(see_behind(codes), 1 << bit, 0).sum((1, 2))  # (N,) int64
+        clear = [((words >> (j * view)) & full).to(I32) for j in range(view)]
+    else:
+        weights = table(_bit_weights, view, dtype=I32, like=codes)
+        rowbits = (see_behind(codes).to(I32) * weights[None, :, None]).sum(1)  # (N, V)
+        clear = [rowbits[:, j] for j in range(view)]
     rev = None
     if view <= 11:
         rev = table(_bit_reversals, view, dtype=I32, like=codes)
     rows: list[torch.Tensor] = [torch.zeros(n, dtype=I32, device=dev)] * view
     rows[view - 1] = torch.full((n,), 1 << (view // 2), dtype=I32, device=dev)
     for j in range(view - 1, -1, -1):
-        row, t = rows[j], clear[:, j]
+        row, t = rows[j], clear[j]
         seeds = row & t
         row = row | (((seeds + t) ^ t ^ seeds) & full)
         fwd_src = row & t & (full >> 1)
@@ -473,6 +495,11 @@ def visibility(codes: torch.Tensor) -> torch.Tensor:
         if j > 0:
             up = (fwd_src | (fwd_src << 1) | back_src | (back_src >> 1)) & full
             rows[j - 1] = rows[j - 1] | up
+    if packed:
+        seen = rows[0].long()
+        for j in range(1, view):
+            seen = seen | (rows[j].long() << (j * view))
+        return ((seen[:, None, None] >> bit) & 1) != 0
     bits = torch.stack(rows, dim=1)  # (N, V) indexed [vy]
     shifts = torch.arange(view, dtype=I32, device=dev)[None, :, None]
     return ((bits[:, None, :] >> shifts) & 1) != 0
