@@ -580,7 +580,9 @@ class RolloutCollector:
         A policy that is an ``nn.Module`` (or a method of one) is traced with its
         parameters and buffers as inputs, straight to inductor (no dynamo: a process that
         finds the rollout in inductor's cache starts ~1 s sooner); any other callable goes
-        through ``torch.compile``, which lifts the tensors it reads.
+        through dynamo, which lifts the tensors it reads as inputs, and dynamo's graph
+        through :func:`~gpuvec_envs.compiler.compile_flat` (which passes the loop body's
+        constants in as loop inputs: inductor's C++ scan cannot declare them).
         """
         scan_body = self._scan_body(state)
         module = _policy_module(self.policy)
