@@ -280,37 +280,44 @@ def _one_id_per_class() -> list[str]:
 FAST_CLASSES = ("gpuvec/MinAtar-Breakout-v0", "gpuvec/MiniGrid-Empty-5x5-v0")
 
 
-def count_policy(space: gym.Space):
+class CountPolicy(torch.nn.Module):
     """A policy exact in eager and compiled code alike: how many observation entries exceed
     0.1 (an integer count whatever the summation order), mapped onto the action space."""
 
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        count = (obs.flatten(1) > 0.1).sum(1)
-        if isinstance(space, gym.spaces.Discrete):
-            return count % int(space.n)
-        return ((count % 3 - 1) * float(space.high.flat[0]))[:, None].to(obs.dtype)
+    def __init__(self, space: gym.Space) -> None:
+        super().__init__()
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        self.size = int(space.n) if self.discrete else float(space.high.flat[0])
 
-    return policy
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        count = (obs.flatten(1) > 0.1).sum(1)
+        if self.discrete:
+            return count % self.size
+        return ((count % 3 - 1) * self.size)[:, None].to(obs.dtype)
 
 
 @pytest.mark.parametrize(
-    "env_id",
+    ("env_id", "kind"),
     [
-        pytest.param(i, marks=() if i in FAST_CLASSES else pytest.mark.slow)
+        pytest.param(i, "module", marks=() if i in FAST_CLASSES else pytest.mark.slow)
         for i in _one_id_per_class()
-    ],
+    ]
+    + [(i, "function") for i in FAST_CLASSES],
 )
-def test_scan_collector_equals_a_step_loop_on_every_env_class(env_id):
+def test_scan_collector_equals_a_step_loop_on_every_env_class(env_id, kind):
     """Two compiled scan rollouts equal a hand-written loop of the policy and eager
     ``env.step``: observations, actions, rewards, flags through autoresets (SameStep and
     time limits), the final observation and the env's state; bitwise, except float64
-    physics within 1e-12 (compiled float arithmetic may differ in the last bit)."""
+    physics within 1e-12 (compiled float arithmetic may differ in the last bit). The
+    policy is an ``nn.Module`` (traced straight to inductor) or a plain function (through
+    dynamo)."""
     kw = dict(num_envs=6, backend="eager", autoreset_mode="SameStep", max_episode_steps=9)
     kw["dtype"] = torch.float64
     env, ref = gym.make_vec(env_id, **kw), gym.make_vec(env_id, **kw)
     env.reset(seed=7)
     obs, _ = ref.reset(seed=7)
-    policy = count_policy(env.single_action_space)
+    module = CountPolicy(env.single_action_space)
+    policy = module if kind == "module" else (lambda obs: module(obs))
     collector = RolloutCollector(env, policy, 20, backend="compile", scan=True)
 
     def same(x: torch.Tensor, y: torch.Tensor) -> None:
