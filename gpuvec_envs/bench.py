@@ -24,6 +24,7 @@ Usage::
     gpuvec-bench --envs CartPole-v1 --num-envs 1,4096,65536 --json out.json --plot out.png
     gpuvec-bench --envs CartPole-v1 --num-envs 65536 --num-threads auto,1 --competitor 1
     python -m gpuvec_envs.bench --envs all --autotune
+    gpuvec-bench --device cuda --autotune --autotune-frame-skips 1,2 --autotune-rollout-steps 16,32
 """
 
 from __future__ import annotations
@@ -623,7 +624,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--memory-budget",
         type=float,
         default=None,
-        help="autotune: bytes the env may use (default: 1/4 of free memory)",
+        help="autotune: bytes the env may use (default: --memory-fraction of free memory)",
+    )
+    p.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=None,
+        help="autotune: share of free memory for the budget (default 0.25 CPU, 0.5 CUDA)",
+    )
+    p.add_argument(
+        "--autotune-num-envs",
+        type=_ints,
+        default=None,
+        help="autotune: batch sizes (default: 64..65536 on CPU, 2^12..2^24 on CUDA)",
+    )
+    p.add_argument(
+        "--autotune-frame-skips",
+        type=_ints,
+        default=[1],
+        help="autotune: frame_skip values to try, e.g. 1,2,4,8 (>1 changes the MDP)",
+    )
+    p.add_argument(
+        "--autotune-rollout-steps",
+        type=_ints,
+        default=[],
+        help="autotune: RolloutCollector lengths T to try, e.g. 16,32,64 (default: none)",
+    )
+    p.add_argument(
+        "--autotune-time-budget",
+        type=float,
+        default=300.0,
+        help="autotune: seconds per env; candidates that would run past it are skipped",
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--suite", choices=["report", "gpu"], default=None, help="run a named sweep")
@@ -659,15 +690,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                 env_id,
                 device=args.device,
                 memory_budget=args.memory_budget,
-                num_envs=args.num_envs,
+                memory_fraction=args.memory_fraction,
+                num_envs=args.autotune_num_envs,
                 backends=args.backends,
+                frame_skips=args.autotune_frame_skips,
+                rollout_steps=args.autotune_rollout_steps,
+                time_budget=args.autotune_time_budget,
                 min_time=args.min_time / 2,
             )
-            tuned.append(best)
+            tuned.append(dataclasses.asdict(best))
             print(
-                f"autotune {env_id}: backend={best['backend']} num_envs={best['num_envs']} "
-                f"-> {_fmt_rate(best['steps_per_s'])} env-steps/s"
+                f"autotune {env_id} on {best.device}: backend={best.backend} "
+                f"num_envs={best.num_envs} frame_skip={best.frame_skip} "
+                f"rollout_steps={best.rollout_steps} -> {_fmt_rate(best.steps_per_s)} "
+                f"env-steps/s, {_fmt_rate(best.score)} simulation steps/s "
+                f"(memory budget {best.memory_budget / 2**30:.2f} GiB: {best.memory_source}; "
+                f"{best.elapsed_s:.0f} s)"
             )
+            for c in best.candidates:
+                if c.skipped is not None:
+                    print(
+                        f"  skipped {c.stage} N={c.num_envs} frame_skip={c.frame_skip} "
+                        f"T={c.rollout_steps}: {c.skipped}"
+                    )
     if args.json_path:
         payload = {
             "machine": info,

@@ -1,4 +1,4 @@
-"""The benchmark CLI end to end on a tiny sweep, and autotune."""
+"""The benchmark CLI end to end on a tiny sweep (autotune: test_autotune.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import pytest
 
 from gpuvec_envs import bench
-from gpuvec_envs.autotune import autotune, bytes_per_env
 
 
 def test_bench_cli_tiny_sweep_writes_json_and_png(tmp_path, capsys):
@@ -107,25 +106,6 @@ def test_validate_flag_times_the_checked_env():
     opened = bench.open_gpuvec(**jobs[0])
     opened.close()
     assert opened.result.impl == "gpuvec-eager-validate"
-
-
-def test_autotune_picks_the_fastest_within_budget():
-    per_env = bytes_per_env("CartPole-v1")
-    best = autotune(
-        "CartPole-v1",
-        num_envs=(1, 256, 10**6),
-        backends=("eager",),
-        memory_budget=300 * per_env,
-        min_time=0.02,
-        repeats=1,
-    )
-    measured = [r for r in best["results"] if "steps_per_s" in r]
-    assert [r["num_envs"] for r in measured] == [1, 256]
-    assert "skipped" in best["results"][-1]
-    assert best["num_envs"] == max(measured, key=lambda r: r["steps_per_s"])["num_envs"]
-    assert best["env_id"] == "gpuvec/CartPole-v1" and best["backend"] == "eager"
-    with pytest.raises(ValueError, match="fits"):
-        autotune("CartPole-v1", num_envs=(10**6,), backends=("eager",), memory_budget=1)
 
 
 def test_bench_competitor_threads_first_step_and_isa(tmp_path, capsys):
