@@ -15,6 +15,12 @@ all three: by default CleanRL's update math made fast (as LeanRL does): each min
 (forward, losses, backward, ``clip_grad_norm_``, Adam) is one compiled call, and the GAE
 loop is a few tensor ops; ``--no-compile-update`` runs CleanRL's eager update unchanged.
 
+``--overlap`` (fused rollout) collects rollout k+1 while rollout k's update runs: on CUDA
+on a side stream, into a second rollout buffer, with a snapshot of the weights from before
+update k as the behaviour policy (sound for PPO: see :class:`FusedRollouts`); off CUDA the
+same schedule runs sequentially. For thousands of envs on a GPU use e.g.
+``--num-envs 4096 --num-steps 16`` (``--num-minibatches`` must divide the batch).
+
 Run: ``python examples/cleanrl_ppo.py --total-timesteps 500000``
 (``--target-return 475`` stops at a mean episodic return of 475 and prints the time).
 """
@@ -23,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import copy
 import random
 import time
 from collections.abc import Callable
@@ -116,11 +124,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="stop once the mean return of the last --return-window episodes reaches this",
     )
     p.add_argument("--return-window", type=int, default=20)
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="stop after this many seconds of wall time (the return reached is reported)",
+    )
+    p.add_argument(
+        "--overlap",
+        action=b,
+        default=False,
+        help="fused rollout: collect rollout k+1 (with the weights before update k) while "
+        "update k runs, into a second rollout buffer; concurrent on a side CUDA stream, "
+        "sequential off CUDA",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     args = p.parse_args(argv)
+    if args.overlap and (args.env_backend != "gpuvec" or args.rollout != "fused"):
+        p.error(
+            "--overlap needs the fused rollout collector (--env-backend gpuvec --rollout fused)"
+        )
     args.batch_size = args.num_envs * args.num_steps
+    if args.batch_size % args.num_minibatches:  # the compiled update has one minibatch shape
+        p.error(
+            f"--num-minibatches {args.num_minibatches} must divide the batch "
+            f"(--num-envs x --num-steps = {args.batch_size})"
+        )
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
+    if args.num_iterations < 1:
+        p.error(
+            f"--total-timesteps {args.total_timesteps} is less than one rollout "
+            f"(--num-envs x --num-steps = {args.batch_size})"
+        )
+    if args.num_iterations < 20 and not args.quiet:  # e.g. 4096 envs at the default budget
+        print(
+            f"note: {args.num_iterations} PPO iterations in all (--total-timesteps / "
+            f"{args.batch_size}), the learning rate annealed to 0 over them: with many envs "
+            "raise --total-timesteps"
+        )
     return args
 
 
@@ -440,6 +482,203 @@ class CompiledUpdate:
         return repr(self.agent), layout, hyper, group["betas"], group["eps"]
 
 
+class FusedRollouts:
+    """Update batches from :class:`RolloutCollector` rollouts (``--rollout fused``).
+
+    By default each :meth:`next` collects one rollout with the agent itself and returns it.
+
+    With ``overlap`` (``--overlap``) collection runs one rollout ahead of the update, into
+    two rollout buffers (one collector each, alternately) with a snapshot of the agent's
+    weights as the behaviour policy: :meth:`next` starts rollout k+1 with the weights as
+    they are after update k-1, then returns rollout k, whose update can run while k+1 is
+    collected. On CUDA the collection runs on a side stream: the side stream waits for the
+    main stream's work so far (update k-1 read the buffer that k+1 overwrites, and the
+    snapshot must see its weights); the main stream waits for the snapshot copy before the
+    update changes the weights, and for rollout k before reading it; tensors made on the
+    side stream and read on the main one are marked with ``record_stream``. Off CUDA the
+    same schedule runs sequentially (collect k+1, then update k).
+
+    The lag is sound for PPO: its ratio divides by the log-probabilities stored with the
+    rollout (those of the policy that acted), and the value targets bootstrap from the
+    values of that same policy, so an update on data one iteration old is still the
+    clipped surrogate around the policy that collected it; the clip bounds how far the
+    update moves from it, as in any PPO epoch after the first.
+    """
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        agent: Agent,
+        args: argparse.Namespace,
+        device: torch.device,
+        overlap: bool = False,
+    ) -> None:
+        self.agent, self.overlap = agent, overlap
+        self.behaviour = agent
+        if overlap:
+            self.behaviour = copy.deepcopy(agent).requires_grad_(False)
+        # compile: always the scan (a timed choice of paths would not be bitwise reproducible)
+        scan = True if args.step_backend == "compile" else "auto"
+        self.collectors = [
+            RolloutCollector(
+                envs, self.behaviour.act, args.num_steps, backend=args.step_backend, scan=scan
+            )
+            for _ in range(2 if overlap else 1)
+        ]
+        self.side = torch.cuda.Stream(device) if overlap and device.type == "cuda" else None
+        self.count = 0  # rollouts collected
+        self.pending: tuple[dict[str, Any], Any] | None = None
+        n = args.num_envs
+        with self._on_side():  # the side stream's own tensors (freed there)
+            self.next_done = torch.zeros(n, device=device)
+            self.ep_carry = (
+                torch.zeros(n, dtype=torch.float64, device=device),
+                torch.zeros(n, dtype=torch.int64, device=device),
+            )
+
+    def next(self, ahead: bool = True) -> dict[str, torch.Tensor]:
+        """The next rollout as a batch for :func:`ppo_update`.
+
+        With ``overlap``, first starts the rollout after it (unless ``ahead`` is False: the
+        last iteration).
+        """
+        if not self.overlap:
+            return self._collect()
+        if self.pending is None:  # the first rollout
+            self.pending = self._launch()
+            if self.side is not None:  # after it, the env's state lives on the side stream
+                torch.cuda.current_stream().wait_stream(self.side)
+        batch, ready = self.pending
+        self.pending = self._launch() if ahead else None
+        if ready is not None:
+            torch.cuda.current_stream().wait_event(ready)
+        return batch
+
+    def _on_side(self) -> Any:
+        return torch.cuda.stream(self.side) if self.side is not None else contextlib.nullcontext()
+
+    def _launch(self) -> tuple[dict[str, torch.Tensor], torch.cuda.Event | None]:
+        """Start a rollout with the agent's current weights; ``(batch, ready event)``."""
+        if self.side is None:
+            self._snapshot()
+            return self._collect(), None
+        main = torch.cuda.current_stream()
+        self.side.wait_stream(main)  # the last update: its weights, and its reads of the buffer
+        with torch.cuda.stream(self.side):
+            self._snapshot()
+            snapshot = self.side.record_event()
+            batch = self._collect()
+            for t in batch.values():
+                t.record_stream(main)
+            ready = self.side.record_event()
+        main.wait_event(snapshot)  # the next update may change the weights only after the copy
+        return batch, ready
+
+    @torch.no_grad()
+    def _snapshot(self) -> None:
+        torch._foreach_copy_(list(self.behaviour.parameters()), list(self.agent.parameters()))
+
+    def _collect(self) -> dict[str, torch.Tensor]:
+        """One rollout into the next buffer, with the behaviour policy."""
+        roll = self.collectors[self.count % len(self.collectors)].collect()
+        self.count += 1
+        done = roll.terminated | roll.truncated
+        # dones[t]: the episode ended before step t's observation
+        dones = torch.cat((self.next_done[None], done[:-1].to(torch.float32)))
+        self.next_done = done[-1].to(torch.float32)
+        ep_returns, ep_lengths, ep_mask, self.ep_carry = rollout_episode_stats(
+            roll.rewards, done, self.ep_carry
+        )
+        with torch.no_grad():
+            next_value = self.behaviour.get_value(roll.next_obs).reshape(1, -1)
+        return {
+            "obs": roll.obs,
+            "actions": roll.actions,
+            "logprobs": roll.extras["log_prob"],
+            "values": roll.extras["value"],
+            "rewards": roll.rewards,
+            "dones": dones,
+            "next_obs": roll.next_obs,
+            "next_done": self.next_done,
+            "next_value": next_value,
+            "ep_returns": ep_returns,
+            "ep_lengths": ep_lengths,
+            "ep_mask": ep_mask,
+        }
+
+
+def ppo_update(
+    args: argparse.Namespace,
+    agent: Agent,
+    optimizer: optim.Adam,
+    compiled_update: CompiledUpdate | None,
+    batch: dict[str, torch.Tensor],
+) -> dict[str, Any]:
+    """CleanRL's update of one rollout: GAE, then ``update_epochs`` epochs of minibatches.
+
+    ``batch`` holds the rollout's ``(T, N, ...)`` tensors (``obs``, ``actions``,
+    ``logprobs``, ``values``, ``rewards``, ``dones``), ``next_done`` (N,) and
+    ``next_value`` (1, N). Returns the last minibatch's losses, the clip fractions and the
+    flat values and returns (for the TensorBoard log).
+    """
+    device = batch["rewards"].device
+    with torch.no_grad():
+        # the tensor form holds (T, T, N) values: the loop beyond 16M of them
+        vectorised = args.num_steps**2 * args.num_envs <= 2**24
+        gae_fn = gae if compiled_update is not None and vectorised else gae_loop
+        advantages, returns = gae_fn(
+            args,
+            batch["rewards"],
+            batch["values"],
+            batch["dones"],
+            batch["next_value"],
+            batch["next_done"],
+        )
+
+    # flatten the batch
+    b_obs = batch["obs"].reshape((-1,) + batch["obs"].shape[2:])
+    b_logprobs = batch["logprobs"].reshape(-1)
+    b_actions = batch["actions"].reshape(-1)
+    b_advantages = advantages.reshape(-1)
+    b_returns = returns.reshape(-1)
+    b_values = batch["values"].reshape(-1)
+
+    # optimizing the policy and value network
+    b_inds = np.arange(args.batch_size)
+    clipfracs = []
+    for _epoch in range(args.update_epochs):
+        np.random.shuffle(b_inds)
+        inds = torch.from_numpy(b_inds).to(device)
+        for start in range(0, args.batch_size, args.minibatch_size):
+            end = start + args.minibatch_size
+            mb_inds = inds[start:end]
+            if compiled_update is not None:  # the same step as one compiled call
+                losses = compiled_update(
+                    b_obs, b_actions, b_logprobs, b_advantages, b_returns, b_values, mb_inds
+                )
+                clipfracs.append(losses[-1])
+                continue
+
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                b_obs[mb_inds], b_actions[mb_inds]
+            )
+            old = (b_logprobs, b_advantages, b_returns, b_values)
+            losses = ppo_loss(args, newlogprob, entropy, newvalue, *(x[mb_inds] for x in old))
+            clipfracs.append(losses[-1])
+
+            optimizer.zero_grad()
+            losses[0].backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+
+        if args.target_kl is not None and float(losses[5]) > args.target_kl:
+            break
+    names = ("loss", "pg_loss", "v_loss", "entropy_loss", "old_approx_kl", "approx_kl")
+    out = dict(zip(names, losses[:6], strict=True))
+    out.update(clipfracs=clipfracs, b_values=b_values, b_returns=b_returns)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     run_name = (
@@ -470,27 +709,27 @@ def main(argv: list[str] | None = None) -> dict:
     )
 
     obs_shape = envs.single_observation_space.shape
-    obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, device=device)
-    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    dones = torch.zeros((args.num_steps, args.num_envs), device=device)
-    values = torch.zeros((args.num_steps, args.num_envs), device=device)
-    # episode statistics, read back to the host once per iteration
-    ep_returns = torch.zeros((args.num_steps, args.num_envs), device=device)
-    ep_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
-    ep_mask = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool, device=device)
     recent = collections.deque(maxlen=args.return_window)
     fused = args.env_backend == "gpuvec" and args.rollout == "fused"
     if fused:
-        # compile: always the scan (a timed choice of paths would not be bitwise reproducible)
-        scan = True if args.step_backend == "compile" else "auto"
-        collector = RolloutCollector(
-            envs, agent.act, args.num_steps, backend=args.step_backend, scan=scan
-        )
-        ep_carry = (
-            torch.zeros(args.num_envs, dtype=torch.float64, device=device),
-            torch.zeros(args.num_envs, dtype=torch.int64, device=device),
+        rollouts = FusedRollouts(envs, agent, args, device, overlap=args.overlap)
+    else:  # CleanRL's step loop fills these
+        obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, device=device)
+        actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
+        logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+        rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+        dones = torch.zeros((args.num_steps, args.num_envs), device=device)
+        values = torch.zeros((args.num_steps, args.num_envs), device=device)
+        # episode statistics, read back to the host once per iteration
+        ep_returns = torch.zeros((args.num_steps, args.num_envs), device=device)
+        ep_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
+        ep_mask = torch.zeros((args.num_steps, args.num_envs), dtype=torch.bool, device=device)
+    if args.overlap:  # printed even with --quiet: the run is not what the flag promises
+        print(
+            "--overlap: collection on a side CUDA stream, one rollout ahead of the update"
+            if device.type == "cuda"
+            else f"--overlap: stream overlap needs CUDA; on {device.type} the double-buffered "
+            "schedule (rollout k+1 collected, then the update of rollout k) runs sequentially"
         )
 
     compiled = [
@@ -510,28 +749,20 @@ def main(argv: list[str] | None = None) -> dict:
     next_done = torch.zeros(args.num_envs, device=device)
     result = {"reached_at_step": None, "reached_at_s": None, "episodes": 0}
     result.update(rollout_cpu_s=0.0, update_cpu_s=0.0)  # CPU time of the two phases
+    result.update(overlap=args.overlap, device=str(device))
     for iteration in range(1, args.num_iterations + 1):
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
             optimizer.param_groups[0]["lr"] = frac * args.learning_rate
 
-        if not fused:
-            ep_mask.zero_()
         t_rollout = time.process_time()
-        if fused:  # one compiled policy + sampling + env step call per step
-            roll = collector.collect()
-            if iteration == 1:  # includes compiling the fused step
+        if fused:  # the whole rollout: one compiled call, or one CUDA graph replay
+            batch = rollouts.next(ahead=iteration < args.num_iterations)
+            if iteration == 1:  # includes compiling the fused rollout
                 result["first_step_cpu_s"] = time.process_time() - t_rollout
             global_step += args.num_steps * args.num_envs
-            done = roll.terminated | roll.truncated
-            obs, actions, rewards = roll.obs, roll.actions, roll.rewards
-            logprobs, values = roll.extras["log_prob"], roll.extras["value"]
-            dones[0] = next_done  # dones[t]: the episode ended before step t's observation
-            dones[1:] = done[:-1]
-            next_obs, next_done = roll.next_obs, done[-1].to(torch.float32)
-            ep_returns, ep_lengths, ep_mask, ep_carry = rollout_episode_stats(
-                rewards, done, ep_carry
-            )
+        else:
+            ep_mask.zero_()
         for step in range(0 if fused else args.num_steps):
             global_step += args.num_envs
             obs[step] = next_obs
@@ -552,12 +783,18 @@ def main(argv: list[str] | None = None) -> dict:
             stats = episode_stats(infos)
             if stats is not None:  # gpuvec: always (masked); gymnasium: on endings only
                 ep_returns[step], ep_lengths[step], ep_mask[step] = stats
+        if not fused:
+            with torch.no_grad():  # bootstrap value if not done
+                next_value = agent.get_value(next_obs).reshape(1, -1)
+            batch = dict(obs=obs, actions=actions, logprobs=logprobs, values=values)
+            batch.update(rewards=rewards, dones=dones, next_done=next_done, next_value=next_value)
+            batch.update(ep_returns=ep_returns, ep_lengths=ep_lengths, ep_mask=ep_mask)
 
         # one host read per iteration: the episodes that ended during the rollout
-        ended = ep_returns[ep_mask].tolist()
+        ended = batch["ep_returns"][batch["ep_mask"]].tolist()
         t_update = time.process_time()
         result["rollout_cpu_s"] += t_update - t_rollout
-        ended_lengths = ep_lengths[ep_mask].tolist()
+        ended_lengths = batch["ep_lengths"][batch["ep_mask"]].tolist()
         recent.extend(ended)
         result["episodes"] += len(ended)
         if writer is not None:
@@ -565,86 +802,26 @@ def main(argv: list[str] | None = None) -> dict:
                 writer.add_scalar("charts/episodic_return", r, global_step)
                 writer.add_scalar("charts/episodic_length", ell, global_step)
 
-        # bootstrap value if not done
-        with torch.no_grad():
-            next_value = agent.get_value(next_obs).reshape(1, -1)
-            # the tensor form holds (T, T, N) values: the loop beyond 16M of them
-            vectorised = args.num_steps**2 * args.num_envs <= 2**24
-            gae_fn = gae if compiled_update is not None and vectorised else gae_loop
-            advantages, returns = gae_fn(args, rewards, values, dones, next_value, next_done)
-
-        # flatten the batch
-        b_obs = obs.reshape((-1,) + obs_shape)
-        b_logprobs = logprobs.reshape(-1)
-        b_actions = actions.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_returns = returns.reshape(-1)
-        b_values = values.reshape(-1)
-
-        # optimizing the policy and value network
-        b_inds = np.arange(args.batch_size)
-        clipfracs = []
-        for _epoch in range(args.update_epochs):
-            np.random.shuffle(b_inds)
-            inds = torch.from_numpy(b_inds).to(device)
-            for start in range(0, args.batch_size, args.minibatch_size):
-                end = start + args.minibatch_size
-                mb_inds = inds[start:end]
-                if compiled_update is not None:  # the same step as one compiled call
-                    loss, pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac = (
-                        compiled_update(
-                            b_obs,
-                            b_actions,
-                            b_logprobs,
-                            b_advantages,
-                            b_returns,
-                            b_values,
-                            mb_inds,
-                        )
-                    )
-                    clipfracs.append(clipfrac)
-                    continue
-
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                    b_obs[mb_inds], b_actions[mb_inds]
-                )
-                loss, pg_loss, v_loss, entropy_loss, old_approx_kl, approx_kl, clipfrac = ppo_loss(
-                    args,
-                    newlogprob,
-                    entropy,
-                    newvalue,
-                    b_logprobs[mb_inds],
-                    b_advantages[mb_inds],
-                    b_returns[mb_inds],
-                    b_values[mb_inds],
-                )
-                clipfracs.append(clipfrac)
-
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                optimizer.step()
-
-            if args.target_kl is not None and float(approx_kl) > args.target_kl:
-                break
+        upd = ppo_update(args, agent, optimizer, compiled_update, batch)
 
         result["update_cpu_s"] += time.process_time() - t_update
+        elapsed = time.time() - start_time
         if iteration == 1:  # includes compiling the minibatch step
             result["first_update_cpu_s"] = time.process_time() - t_update
-        elapsed = time.time() - start_time
+            result["first_iteration_s"] = elapsed  # wall, with compiling or loading it all
         sps = int(global_step / elapsed)
         mean_recent = float(np.mean(recent)) if recent else float("nan")
         if writer is not None:
-            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            y_pred, y_true = upd["b_values"].cpu().numpy(), upd["b_returns"].cpu().numpy()
             var_y = np.var(y_true)
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-            writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+            for name in ("v_loss", "pg_loss", "old_approx_kl", "approx_kl"):
+                label = {"v_loss": "value_loss", "pg_loss": "policy_loss"}.get(name, name)
+                writer.add_scalar(f"losses/{label}", upd[name].item(), global_step)
+            writer.add_scalar("losses/entropy", upd["entropy_loss"].item(), global_step)
+            clipfrac = torch.stack(upd["clipfracs"]).mean().item()
+            writer.add_scalar("losses/clipfrac", clipfrac, global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
         if not args.quiet and (iteration % 10 == 0 or iteration == args.num_iterations):
@@ -664,7 +841,12 @@ def main(argv: list[str] | None = None) -> dict:
                 f"after {elapsed:.1f} s wall, {cpu:.1f} s CPU"
             )
             break
+        if args.max_seconds is not None and elapsed >= args.max_seconds:
+            print(f"stopped at --max-seconds {args.max_seconds:g} (global_step={global_step})")
+            break
 
+    if device.type == "cuda":  # a rollout collected ahead may still run on the side stream
+        torch.cuda.synchronize(device)
     result.update(
         global_step=global_step,
         wall_s=time.time() - start_time,

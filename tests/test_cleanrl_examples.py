@@ -213,3 +213,99 @@ def test_compiled_update_equals_eager_update():
         assert moved > 1e-3  # 16 Adam steps moved the parameters
     finally:
         torch.distributions.Distribution.set_default_validate_args(True)
+
+
+def test_ppo_overlap_cpu_runs_sequentially_and_says_so(capsys):
+    """``--overlap`` off CUDA: the double-buffered schedule runs to the end, and says that
+    stream overlap needs CUDA (even with ``--quiet``)."""
+    result = load("cleanrl_ppo").main(
+        "--step-backend eager --no-cuda --quiet --total-timesteps 2048 --num-steps 64 "
+        "--overlap".split()
+    )
+    assert "--overlap: stream overlap needs CUDA" in capsys.readouterr().out
+    assert result["overlap"] and result["global_step"] == 2048
+    assert result["episodes"] > 20  # random CartPole episodes last ~20 steps
+    assert 8 < result["mean_return"] < 200
+
+
+def test_ppo_rejects_settings_it_cannot_run(capsys):
+    """--overlap without the fused collector, minibatches that do not divide the batch (the
+    compiled update has one minibatch shape), a budget below one rollout (4096 envs x 128
+    steps at the default 500k steps ran no iteration at all)."""
+    ppo = load("cleanrl_ppo")
+    for argv in (
+        "--overlap --rollout loop",
+        "--num-envs 3 --num-steps 5 --num-minibatches 4",
+        "--num-envs 4096 --num-steps 128",
+    ):
+        with pytest.raises(SystemExit):
+            ppo.parse_args(argv.split())
+    assert ppo.parse_args("--num-envs 4096 --num-steps 16".split()).num_iterations == 7
+    assert "7 PPO iterations in all" in capsys.readouterr().out
+
+
+def test_overlap_rollouts_are_double_buffered_one_iteration_behind():
+    """``FusedRollouts(overlap=True)`` on the CPU: its batches have the shapes and dtypes of
+    the plain collector's; rollout k survives the collection of k+1 (two buffers); the env
+    runs on across the two collectors; rollout k+1 is collected with the weights from
+    before update k, from a snapshot that the update does not change (on CUDA the two run
+    at once), and rollout k+2 with the weights after it."""
+    torch = pytest.importorskip("torch")
+    import copy
+
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode
+
+    ppo = load("cleanrl_ppo")
+    args = ppo.parse_args("--num-envs 8 --num-steps 32 --step-backend eager".split())
+    cpu = torch.device("cpu")
+
+    def make(overlap: bool):
+        envs = gym.make_vec(
+            "gpuvec/CartPole-v1",
+            num_envs=args.num_envs,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+            backend="eager",
+        )
+        torch.manual_seed(0)
+        agent = ppo.Agent(envs)
+        obs, _ = envs.reset(seed=1)
+        return agent, obs, ppo.FusedRollouts(envs, agent, args, cpu, overlap=overlap)
+
+    _, _, plain = make(overlap=False)
+    ref = plain.next()
+    agent, reset_obs, rollouts = make(overlap=True)
+    theta0 = copy.deepcopy(agent)
+
+    def clone(batch):
+        return {k: v.clone() for k, v in batch.items()}
+
+    def assert_collected_by(policy, batch):
+        logp = torch.log_softmax(policy.actor(batch["obs"]), dim=-1)
+        logp = logp.gather(-1, batch["actions"][..., None])[..., 0]
+        torch.testing.assert_close(batch["logprobs"], logp, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(batch["values"], policy.critic(batch["obs"])[..., 0])
+
+    with torch.no_grad():
+        b1 = rollouts.next()
+        assert b1.keys() == ref.keys()
+        for k, v in b1.items():
+            assert (v.shape, v.dtype) == (ref[k].shape, ref[k].dtype), k
+        b1 = clone(b1)
+        torch.testing.assert_close(b1["obs"][0], reset_obs)  # not overwritten by rollout 2
+        assert not b1["dones"][0].any()
+        assert_collected_by(theta0, b1)
+        for p in agent.actor[-1].parameters():  # "update 1": a policy far from theta0
+            p.mul_(300.0)
+        for p, q in zip(rollouts.behaviour.parameters(), theta0.parameters(), strict=True):
+            assert torch.equal(p, q)  # what a rollout collected beside the update reads
+        b2 = clone(rollouts.next())  # collected before update 1
+        torch.testing.assert_close(b2["obs"][0], b1["next_obs"])
+        torch.testing.assert_close(b2["dones"][0], b1["next_done"])
+        assert_collected_by(theta0, b2)
+        b3 = rollouts.next()  # collected with the weights after update 1
+        torch.testing.assert_close(b3["obs"][0], b2["next_obs"])
+        assert_collected_by(agent, b3)
+        with pytest.raises(AssertionError):
+            assert_collected_by(theta0, b3)
+    assert b1["ep_mask"].any() and rollouts.count == 4  # rollout 4 is under way

@@ -11,9 +11,10 @@
 # gpuvec_envs.bench --suite gpu), bench.log, prewarm.log (the benchmark's compiles, run
 # beside the tests) and failures.txt. Copy gpu.json to docs/results/gpu.json; `python -m
 # gpuvec_envs.report render docs/results/cpu.json` then adds its GPU section to
-# BENCHMARKS.md. It runs in under 8
+# BENCHMARKS.md. Last, ppo.json and ppo.log (tools/gpu_ppo.py: PPO on CartPole to a mean
+# return of 475, --overlap off and on, and gymnasium's SyncVectorEnv). It runs in under 8
 # minutes on an H200 (16 CPUs): the tests take up to 4, the benchmark up to 3.5 (timeouts
-# TESTS_S and BENCH_S).
+# TESTS_S and BENCH_S), the PPO timing what is left of 470 s, at most 90 s.
 #
 # Needs torch (CUDA), pytest and pytest-xdist, gymnasium; for the peers jax (CUDA), gymnax
 # and navix. A machine without network whose image lacks some (the lent H200's has torch
@@ -82,4 +83,18 @@ bench=$?
 tail -n 5 "$OUT_DIR/bench.log"
 python3 -m gpuvec_envs.report gpu-table "$OUT_DIR/gpu.json" 2>&1 | tee "$OUT_DIR/gpu_table.md"
 echo "[gpu_check] bench exit $bench after $(( $(date +%s) - start )) s"
+
+# 3. PPO on CartPole to a mean return of 475 (tools/gpu_ppo.py: gpuvec with --overlap off
+# and on, gymnasium's SyncVectorEnv capped), alone on the GPU after the benchmark: at most
+# 90 s, fewer if the steps above left less of the 8 minutes (470 s), none below 30 s
+ppo_s=$(( 470 - ($(date +%s) - start) ))
+[ "$ppo_s" -gt 90 ] && ppo_s=90
+if [ "$ppo_s" -ge 30 ]; then
+    timeout "$ppo_s" python3 tools/gpu_ppo.py "$OUT_DIR/ppo.json" --budget-s $(( ppo_s - 8 )) \
+        >"$OUT_DIR/ppo.log" 2>&1
+    echo "[gpu_check] ppo exit $? after $(( $(date +%s) - start )) s"
+    grep -E "reached|stopped|overlap|Error" "$OUT_DIR/ppo.log" | tail -n 8
+else
+    echo "[gpu_check] ppo skipped: ${ppo_s} s left of 470" | tee "$OUT_DIR/ppo.log"
+fi
 [ "$tests" = 0 ] && [ "$bench" = 0 ]
