@@ -166,6 +166,7 @@ def open_gpuvec(
     frame_skip: int = 1,
     num_threads: int | str = "auto",
     validate: bool = False,
+    compiler_options: dict[str, Any] | None = None,
 ) -> Opened:
     """``gymnasium.make_vec(env_id)`` on the gpuvec engine, set up to time.
 
@@ -183,6 +184,7 @@ def open_gpuvec(
         validate=validate,
         frame_skip=frame_skip,
         num_threads=num_threads,
+        compiler_options=compiler_options,
     )
     env.reset(seed=0)
     actions = _torch_actions(

@@ -171,6 +171,11 @@ GPU_EXTRA_STEPS = (
 )
 #: The new batch size whose compile :func:`gpu_extras` times (never prewarmed).
 GPU_SECOND_N = 1 << 21
+#: (env, first N, second N) of :func:`gpu_extras`'s ``dynamic_batch`` rows.
+GPU_DYNAMIC = (
+    ("gpuvec/CartPole-v1", 1 << 20, 3 << 18),
+    ("gpuvec/MinAtar-Breakout-v1", 1 << 18, 3 << 16),
+)
 #: CartPole-v1 sizes whose bytes per env-step :func:`gpu_extras` counts.
 GPU_BYTES_N = (1 << 22, 1 << 24)
 #: Compiler options of those steps: inductor states each Triton kernel's bytes.
@@ -525,6 +530,9 @@ def gpu_extras(*, min_time: float, log: Any = sys.stderr) -> dict[str, Any]:
       (:data:`GPU_EXTRA_STEPS`).
     * ``second_n``: the first step of CartPole at :data:`GPU_SECOND_N` envs (compiled
       for it, after other sizes compiled in this process).
+    * ``dynamic_batch``: per :data:`GPU_DYNAMIC` env, env-steps/s at the first N with a
+      fixed size and with ``dynamic_batch``, then the second N's first step and rate with
+      ``dynamic_batch`` (one compile serving both sizes).
     """
     out: dict[str, Any] = {"copy_GBps": copy_rate() / 1e9}
     print(f"[gpu] copy {out['copy_GBps']:.0f} GB/s", file=log, flush=True)
@@ -559,6 +567,16 @@ def gpu_extras(*, min_time: float, log: Any = sys.stderr) -> dict[str, Any]:
     t0 = time.perf_counter()
     second = _timed_step("gpuvec/CartPole-v1", GPU_SECOND_N, min_time=min_time)
     out["second_n"] = dict(second, wall_s=time.perf_counter() - t0)
+    dynamic = {"dynamic_batch": True}
+    rows = []
+    for env_id, n, n2 in GPU_DYNAMIC:
+        row = {"env": env_id, "num_envs": n, "second_num_envs": n2}
+        row["fixed"] = _timed_step(env_id, n, min_time=min_time)
+        row["dynamic"] = _timed_step(env_id, n, min_time=min_time, compiler_options=dynamic)
+        row["second"] = _timed_step(env_id, n2, min_time=min_time, compiler_options=dynamic)
+        rows.append(row)
+        print(f"[gpu] dynamic_batch {row}", file=log, flush=True)
+    out["dynamic_batch"] = rows
     return out
 
 

@@ -291,7 +291,7 @@ GPU_COMMAND = "tools/gpu_check.sh  # or: python -m gpuvec_envs.bench --suite gpu
 
 
 def _gpu_extras(extras: dict[str, Any]) -> list[str]:
-    """The GPU report's copy-rate, bytes, frame-skip and new-N rows."""
+    """The GPU report's copy-rate, bytes, frame-skip, new-N and ``dynamic_batch`` rows."""
     copy = extras["copy_GBps"]
     lines = [
         f"Device copy rate (1 GiB, read + written): {copy:.0f} GB/s.",
@@ -322,6 +322,14 @@ def _gpu_extras(extras: dict[str, Any]) -> list[str]:
             f"| first step at a second N (compile) | {_short(second['env'])} | "
             f"{second['num_envs']} | {second['first_step_s']:.1f} s |"
         )
+    for row in extras.get("dynamic_batch", []):
+        fixed, dyn, nxt = row["fixed"], row["dynamic"], row["second"]
+        value = (
+            f"{_fmt_rate(dyn['steps_per_s'])} env-steps/s vs {_fmt_rate(fixed['steps_per_s'])} "
+            f"with a fixed N; at N={nxt['num_envs']}, first step {nxt['first_step_s']:.1f} s, "
+            f"{_fmt_rate(nxt['steps_per_s'])} env-steps/s"
+        )
+        lines.append(f"| `dynamic_batch` | {_short(row['env'])} | {row['num_envs']} | {value} |")
     return lines
 
 

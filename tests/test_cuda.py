@@ -49,9 +49,9 @@ def _integer(env_id: str) -> bool:
 
 
 def _make(env_id: str, device: str, backend: str, **kwargs):  # noqa: ANN202
-    kw = dict(dtype=torch.float64, autoreset_mode="SameStep", max_episode_steps=12)
+    kw = dict(num_envs=N, dtype=torch.float64, autoreset_mode="SameStep", max_episode_steps=12)
     kw.update(kwargs)
-    env = gym.make_vec(env_id, num_envs=N, device=device, backend=backend, validate=False, **kw)
+    env = gym.make_vec(env_id, device=device, backend=backend, validate=False, **kw)
     return env.unwrapped
 
 
@@ -92,6 +92,36 @@ def test_compiled_step_is_a_cuda_graph_equal_to_the_flat_call_eager_and_cpu(env_
     assert report.kernels and all(k.kind == "triton" for k in report.kernels)
     # without the CUDA graph the state is written in place: the same kernels as the graph's
     assert flat.compile_report.strategy == "in_place_state" and flat.compile_report.fallbacks == ()
+
+
+@pytest.mark.parametrize(
+    "env_id", ["gpuvec/CartPole-v1", "gpuvec/MinAtar-Breakout-v1", "gpuvec/MiniGrid-DoorKey-5x5-v0"]
+)
+def test_dynamic_batch_graphs_every_size_and_equals_the_cpu(env_id: str) -> None:
+    """``dynamic_batch`` on CUDA: N=64, then N=100 from the same compiled code (a cache
+    hit), each a CUDA graph equal to the CPU's eager step (float64 physics to 1e-10)."""
+    from torch._dynamo.utils import counters
+
+    for n, hits in ((N, None), (100, 1)):
+        counters.clear()
+        kw = dict(num_envs=n, compiler_options={"dynamic_batch": True})
+        graph, cpu = (
+            _make(env_id, "cuda", "compile", **kw),
+            _make(env_id, "cpu", "eager", num_envs=n),
+        )
+        graph.reset(seed=4)
+        cpu.reset(seed=4)
+        for a in _actions(cpu, STEPS):
+            if not _integer(env_id):
+                graph.set_env_state(pytree.tree_map(lambda x: x.cuda(), cpu.state.env))
+            g, c = _outputs(graph.step(a.to(graph.device))), _outputs(cpu.step(a))
+            for x, y in zip(g, c, strict=True):
+                torch.testing.assert_close(x, y, rtol=0, atol=0 if _integer(env_id) else 1e-10)
+        report = graph.compile_report
+        assert report.strategy == "cuda_graph" and report.fallbacks == (), str(report)
+        assert report.pass_status("dynamic_batch") == "applied", str(report)
+        if hits is not None:
+            assert counters["inductor"]["fxgraph_cache_hit"] == hits, n
 
 
 @pytest.mark.parametrize("env_id", CLASS_REPS)

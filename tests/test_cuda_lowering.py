@@ -9,6 +9,8 @@ the further sizes of the MiniGrid classes; ``-m slow`` adds those and the rest.
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import pytest
 import torch
@@ -70,6 +72,25 @@ def test_every_env_class_generates_triton_kernels(env_id: str, mode: str) -> Non
     assert "empty_strided_cpu((" not in low.source  # nothing of the step lives on the host
 
 
+@pytest.mark.parametrize(
+    ("env_id", "extra"),
+    [
+        ("gpuvec/CartPole-v1", 0),
+        ("gpuvec/MinAtar-Breakout-v1", 0),
+        ("gpuvec/MiniGrid-DoorKey-5x5-v0", 1),
+    ],
+)
+def test_a_dynamic_batch_step_takes_the_size_at_run_time(env_id: str, extra: int) -> None:
+    """``dynamic_batch`` on CUDA: the kernels take the batch size at run time (a size
+    symbol in the code); as many as the fixed size's (MiniGrid: one more)."""
+    fixed = fake_cuda.lower_step(_env(env_id))
+    dynamic = fake_cuda.lower_step(_env(env_id, compiler_options={"dynamic_batch": True}))
+    symbol = re.compile(r"\bk?s\d+\b")
+    assert symbol.search(dynamic.source) and not symbol.search(fixed.source)
+    assert len(dynamic.kernels) == len(fixed.kernels) + extra
+    assert all(k.kind == "triton" for k in dynamic.kernels)
+
+
 def _with_table(x: torch.Tensor) -> torch.Tensor:
     """A step-like function with a constant table, written the plain torch way."""
     return x[:, None] ^ torch.tensor([3, 5, 7], dtype=torch.int32, device=x.device)[None, :]
@@ -90,6 +111,8 @@ def test_host_constants_are_placed_on_the_device_once() -> None:
     x = torch.zeros(N, dtype=torch.int32)
     low = fake_cuda.lower(_with_table, (x,))
     assert len(low.kernels) == 1 and "empty_strided_cpu((" not in low.source
+    # two inputs: x and the device table (the host original is not passed along unused)
+    assert re.findall(r"\n\s+(.*) = args\n", low.source) == ["arg0_1, arg1_1"]
     with pytest.raises(flat.HostCopyError, match="copies host tensors to the device"):
         fake_cuda.lower(_with_host_compute, (x,))
 

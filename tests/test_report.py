@@ -254,6 +254,11 @@ def _gpu_fixture() -> dict:
                  k1=dict(steps_per_s=15e9), k8=dict(steps_per_s=11.25e9))
         ],
         "second_n": dict(cart, num_envs=1 << 20, first_step_s=0.8),
+        "dynamic_batch": [
+            dict(env=cart["env"], num_envs=1 << 20, second_num_envs=3 << 18,
+                 fixed=dict(steps_per_s=8e9), dynamic=dict(steps_per_s=7.5e9),
+                 second=dict(num_envs=3 << 18, steps_per_s=6e9, first_step_s=0.9))
+        ],
     }  # fmt: skip
     return fixture
 
@@ -270,6 +275,10 @@ def test_gpu_section_renders_navix_and_the_extras() -> None:
     assert any("142 B per env-step: 2130 GB/s = 50 % of the copy rate" in x for x in lines)
     assert any("frame_skip=8 | CartPole-v1 | 4194304 | 6.0x" in x for x in lines)
     assert "| first step at a second N (compile) | CartPole-v1 | 1048576 | 0.8 s |" in lines
+    assert (
+        "| `dynamic_batch` | CartPole-v1 | 1048576 | 7.5G env-steps/s vs 8G with a fixed "
+        "N; at N=786432, first step 0.9 s, 6G env-steps/s |"
+    ) in lines
 
 
 def test_render_adds_the_gpu_section_when_gpu_json_lies_beside(tmp_path) -> None:

@@ -344,7 +344,9 @@ class Backend:
         """Whether an earlier process compiled this call into inductor's cache (CPU only)."""
         if not self.options.warm_start:
             return False
-        self._warm_key = warm.call_key(self._raw, self._bound, args, self._warm_settings())
+        self._warm_key = warm.call_key(
+            self._raw, self._bound, args, self._warm_settings(), self.options.dynamic_batch
+        )
         return warm.is_warm(self._warm_key)
 
     def _mark_warm(self, args: tuple[Any, ...]) -> None:
@@ -353,7 +355,9 @@ class Backend:
             return
         key = self._warm_key
         if key is None:
-            key = warm.call_key(self._raw, self._bound, args, self._warm_settings())
+            key = warm.call_key(
+                self._raw, self._bound, args, self._warm_settings(), self.options.dynamic_batch
+            )
         warm.mark_warm(key)
 
     def _warm_settings(self) -> tuple[Any, ...]:

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from gpuvec_envs.compiler.flat import StopCompile, carried
 from gpuvec_envs.compiler.kernels import Kernel, kernels_in
 from gpuvec_envs.compiler.options import CompilerOptions
 
@@ -82,7 +83,7 @@ class Lowering:
         return None if not sizes or None in sizes else sum(sizes)  # type: ignore[arg-type]
 
 
-class _Done(Exception):  # noqa: N818 - a signal, not an error
+class _Done(StopCompile):
     """Raised by the patched inductor stage once its work is done."""
 
     def __init__(self, source: str, buffers: int) -> None:
@@ -206,13 +207,7 @@ def fake_gpu(stop_after: str = "codegen") -> Iterator[None]:
 
 def _done_in(exc: BaseException) -> _Done | None:
     """The :class:`_Done` an exception carries (inductor wraps errors of its stages)."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, _Done):
-            return exc
-        seen.add(id(exc))
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return None
+    return carried(exc, _Done)
 
 
 def fake_like(tree: Any, fake_mode: Any, device: str = "cuda") -> Any:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import copyreg
+import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -32,8 +33,26 @@ from gpuvec_envs.compiler.passes.direct_call import direct_call
 from gpuvec_envs.compiler.pytree import leaf_paths, make_flattener, make_unflattener, rebuild
 from gpuvec_envs.compiler.report import PassResult
 
+E = TypeVar("E", bound=BaseException)
+
 #: Held while a compilation has torch patched; compiles from other threads wait for it.
 COMPILE_LOCK = threading.RLock()
+
+
+class StopCompile(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a patched inductor stage to end a compile early (never a reason to retry)."""
+
+
+def carried(exc: BaseException | None, cls: type[E]) -> E | None:
+    """The ``cls`` exception ``exc`` is or wraps (inductor wraps errors of its stages)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, cls):
+            return exc
+        seen.add(id(exc))
+        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+    return None
+
 
 #: Number of graphs compiled by :func:`compile_flat` in this process (for tests and stats).
 compiled_graphs = 0
@@ -76,13 +95,15 @@ def compile_flat(
     from gpuvec_envs.compiler.options import resolve
 
     compiler = compiler if compiler is not None else resolve()
+    flatten = make_flattener(example_args)
+    leaves = list(flatten(*example_args))
+    batch = _batch_size(compiler, leaves)
     inductor_options = {
         **compiler.inductor_config(),
         **(options or {}),
-        "size_asserts": size_asserts,
+        # torch 2.14.1 binds a dynamic size's symbol in the size asserts only
+        "size_asserts": size_asserts or batch is not None,
     }
-    flatten = make_flattener(example_args)
-    leaves = list(flatten(*example_args))
     sizes = [len(leaf_paths(a)) for a in example_args]
     captured: dict[str, Any] = {}
 
@@ -97,9 +118,20 @@ def compile_flat(
 
     log, wrap_log, probe_log = ScheduleLog(), wrapping.WrapLog(), isa_probe.ProbeLog()
     with COMPILE_LOCK, stable_cache_keys():
-        compiled, inner, inputs, wrap_skipped = _compile(
-            flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log
-        )
+        try:
+            compiled, inner, inputs, wrap_skipped, dynamic = _compile(
+                flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log, batch
+            )
+        except Exception as exc:
+            if batch is None or carried(exc, StopCompile) is not None:
+                raise
+            # an op without symbolic sizes (in tracing or lowering): compile the one size
+            log, wrap_log, probe_log = ScheduleLog(), wrapping.WrapLog(), isa_probe.ProbeLog()
+            inductor_options["size_asserts"] = size_asserts
+            compiled, inner, inputs, wrap_skipped, _ = _compile(
+                flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log
+            )
+            dynamic = PassResult("dynamic_batch", "failed", _first_line(exc))
     cpp_wrapper = bool(inductor_options.get("cpp_wrapper"))
     call_flat, passes = direct_call(
         compiled,
@@ -107,7 +139,8 @@ def compile_flat(
         inputs,
         len(leaves),
         enabled=compiler.direct_call,
-        lean=compiler.lean_wrapper and not cpp_wrapper,
+        # the lean wrapper keeps scratch buffers of the example's sizes between calls
+        lean=compiler.lean_wrapper and not cpp_wrapper and dynamic.status != "applied",
     )
     passes.append(_schedule_result(compiler, log, leaves))
     passes.append(_vec_paths_result(compiler, log, leaves))
@@ -116,6 +149,7 @@ def compile_flat(
     passes.append(_wrapping_result(wrap_skipped, wrap_log))
     passes.append(_isa_probe_result(compiler, probe_log, leaves))
     passes.append(_wide_fusion_result(compiler, inductor_options))
+    passes.append(dynamic)
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1
@@ -139,25 +173,30 @@ def _compile(
     log: ScheduleLog,
     wrap_log: wrapping.WrapLog,
     probe_log: isa_probe.ProbeLog,
-) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None]:
+    batch: int | None = None,
+) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None, PassResult]:
     """Trace and compile.
 
     ``leaves`` may be fake tensors (of a ``FakeTensorMode`` with a shape env and static
-    shapes): then nothing runs for real (:mod:`~gpuvec_envs.compiler.fake_cuda`).
+    shapes): then nothing runs for real (:mod:`~gpuvec_envs.compiler.fake_cuda`). With a
+    ``batch`` size, the leading dimension of the leaves of that size is traced as a symbol
+    (``dynamic_batch``).
 
-    Returns AOT autograd's call, inductor's output, all inputs and the ``wrapping_mul``
-    pass's result if it did not apply (``None`` if it did).
+    Returns AOT autograd's call, inductor's output, all inputs, the ``wrapping_mul``
+    pass's result if it did not apply (``None`` if it did) and the ``dynamic_batch``
+    pass's result.
     """
     from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import make_fx
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     # A tracing context with a shape env lets inductor's FX graph cache keep the compiled
     # code on disk (without one it bypasses the cache and every process compiles anew).
     given = detect_fake_mode(leaves)
-    fake_mode = given or FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    dynamic = PassResult("dynamic_batch", "off")
+    fake_mode = given or FakeTensorMode(shape_env=ShapeEnv(), static_shapes=batch is None)
+    traced = leaves if batch is None else _batch_fakes(fake_mode, leaves, batch, given)
     inner: dict[str, Any] = {}
 
     def inner_compile(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
@@ -181,7 +220,7 @@ def _compile(
     with stack, torch.no_grad(), torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
         products = wrapping.wrapping_products(wrap_log) if wrap_skipped is None else None
         with products or contextlib.nullcontext():
-            graph = make_fx(flat_fn, tracing_mode="fake")(*leaves)
+            graph, dynamic = _trace(flat_fn, leaves, traced, fake_mode, batch, dynamic)
         device = graph_device(leaves)
         _place_constants(graph, device, fake_mode if given else None)
         check_no_host_copies(graph, device)
@@ -197,9 +236,122 @@ def _compile(
         # kernels taking their sizes at run time (torch 2.14.1 then binds those symbols only
         # in the size asserts: a NameError with size_asserts=False).
         fake_inputs = [fake_mode.from_tensor(t, static_shapes=True) for t in inputs]
+        if dynamic.status == "applied":
+            fake_inputs[: len(leaves)] = traced
         with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
-    return compiled, inner, inputs, wrap_skipped
+    return compiled, inner, inputs, wrap_skipped, dynamic
+
+
+def _trace(
+    flat_fn: Callable[..., Any],
+    leaves: list[torch.Tensor],
+    traced: list[torch.Tensor],
+    fake_mode: Any,
+    batch: int | None,
+    dynamic: PassResult,
+) -> tuple[torch.fx.GraphModule, PassResult]:
+    """``make_fx``'s graph of ``flat_fn``: of ``traced`` (symbolic batch) if that works."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    if batch is not None:
+        aten = torch.ops.aten
+        # ``__rshift__``/``__lshift__``'s meta functions cannot broadcast a symbolic size
+        # (``bitwise_*_shift``'s can; inductor lowers both pairs to the same code), and
+        # ``constant_pad_nd``'s fixes the size it pads (an indexed read keeps it)
+        table = {
+            aten.__rshift__.Tensor: aten.bitwise_right_shift.Tensor,
+            aten.__lshift__.Tensor: aten.bitwise_left_shift.Tensor,
+            aten.constant_pad_nd.default: _pad_by_index,
+        }
+        with _quiet("torch._subclasses.fake_tensor"):  # it logs a failed meta's traceback
+            graph = make_fx(flat_fn, decomposition_table=table, tracing_mode="fake")(*traced)
+        dynamic = _dynamic_result(fake_mode, traced, batch)
+        if dynamic.status == "applied":
+            return graph, dynamic
+    return make_fx(flat_fn, tracing_mode="fake")(*leaves), dynamic
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Silence the logger ``name`` below CRITICAL for the duration."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _pad_by_index(x: torch.Tensor, pad: list[int], value: float = 0.0) -> torch.Tensor:
+    """``constant_pad_nd`` as an indexed read and a select (pointwise: it fuses)."""
+    for i in range(len(pad) // 2):
+        dim, (left, right) = x.dim() - 1 - i, pad[2 * i : 2 * i + 2]
+        width = x.shape[dim]
+        idx = torch.arange(-left, width + right, device=x.device)
+        inside = ((idx >= 0) & (idx < width)).view(-1, *[1] * (x.dim() - 1 - dim))
+        picked = x.index_select(dim, idx.clamp(0, width - 1))
+        x = torch.where(inside, picked, torch.full((), value, dtype=x.dtype, device=x.device))
+    return x
+
+
+def _first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (at most 300 characters)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def _batch_size(compiler: CompilerOptions, leaves: list[torch.Tensor]) -> int | None:
+    """The batch size to trace as a symbol: the first leaf's leading size, if switched on."""
+    if not compiler.dynamic_batch:
+        return None
+    return next((t.shape[0] for t in leaves if t.dim() > 0), None)
+
+
+def _batch_fakes(
+    fake_mode: Any, leaves: list[torch.Tensor], batch: int, given: Any
+) -> list[torch.Tensor]:
+    """Fakes of ``leaves`` whose leading dimension is one symbol where its size is ``batch``.
+
+    ``given``: the leaves are fake tensors of that mode already (a fake GPU); contiguous
+    ones of the batch size are made again with the symbol.
+    """
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+    if given is None:  # a symbol each, made one by the step's own operations
+        out = []
+        for t in leaves:
+            dims = [DimDynamic.STATIC] * t.dim()
+            if t.dim() > 0 and t.shape[0] == batch:
+                dims[0] = DimDynamic.DYNAMIC
+            ctx = StatelessSymbolicContext(dims)
+            out.append(fake_mode.from_tensor(t, symbolic_context=ctx))
+        return out
+    env, source = fake_mode.shape_env, ConstantSource("gpuvec_batch")
+    symbol = env.create_symbol(batch, source, dynamic_dim=DimDynamic.DYNAMIC)
+    n = env.create_symintnode(symbol, hint=batch, source=source)
+    out = []
+    for t in leaves:
+        if t.dim() > 0 and t.shape[0] == batch and t.is_contiguous():
+            with fake_mode:
+                out.append(torch.empty((n, *t.shape[1:]), dtype=t.dtype, device=t.device))
+        else:
+            out.append(t)
+    return out
+
+
+def _dynamic_result(fake_mode: Any, traced: list[torch.Tensor], batch: int) -> PassResult:
+    """Whether the traced graph kept the batch size a symbol (``dynamic_batch``)."""
+    env = fake_mode.shape_env
+    sizes = [t.shape[0] for t in traced if t.dim() > 0 and isinstance(t.shape[0], torch.SymInt)]
+    if not sizes:
+        return PassResult("dynamic_batch", "failed", f"no input of batch size {batch}")
+    if all(env.replace(s.node.expr).is_number for s in sizes):
+        why = f"the traced function fixed the batch size to {batch} (e.g. int() of a size)"
+        return PassResult("dynamic_batch", "failed", why)
+    return PassResult("dynamic_batch", "applied", f"any batch size; traced at {batch}")
 
 
 def graph_device(leaves: list[torch.Tensor]) -> torch.device | None:
@@ -256,6 +408,13 @@ def _place_constants(
         placed += 1
     if placed:
         gm.graph.eliminate_dead_code()
+        # the host originals no longer read: else AOT autograd lifts them as graph inputs
+        used = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+        for name in [b for b, _ in gm.named_buffers() if b not in used and "." not in b]:
+            del gm._buffers[name]
+        for name in [k for k, v in vars(gm).items() if isinstance(v, torch.Tensor)]:
+            if name not in used:
+                delattr(gm, name)
         gm.recompile()
     return placed
 

@@ -23,7 +23,7 @@ _TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 
 @dataclasses.dataclass(frozen=True)
 class CompilerOptions:
-    """Switches of the compiled backend (all on by default, but ``strict``).
+    """Switches of the compiled backend (all on by default, but ``dynamic_batch`` and ``strict``).
 
     Attributes:
         flat_call: Compile into a guard-free flat call (off: ``torch.compile`` runs it).
@@ -55,6 +55,10 @@ class CompilerOptions:
             (``max_fusion_size`` :data:`WIDE_FUSION` instead of inductor's 64), so that a
             frame-skipped step is one loop over the batch, not one kernel per few frames
             (an ``inductor`` mapping that sets ``max_fusion_size`` wins).
+        dynamic_batch: Trace the batch dimension as a symbol, so that one compiled step
+            serves every ``num_envs`` (an env of another size compiles from inductor's
+            cache in seconds instead of anew); off by default: the kernels of a fixed size
+            are faster on the CPU (see docs/performance.md).
         strict: Raise :class:`~gpuvec_envs.compiler.backend.CompileError` where a
             strategy (or a background compile) fails, instead of falling back to a slower
             one with a warning (off by default).
@@ -75,6 +79,7 @@ class CompilerOptions:
     warm_start: bool = True
     yield_to_compile: bool = True
     wide_fusion: bool = True
+    dynamic_batch: bool = False
     strict: bool = False
     inductor: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 

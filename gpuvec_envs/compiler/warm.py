@@ -102,12 +102,18 @@ class _MetaPickler(pickle.Pickler):
 
 
 def call_key(
-    fn: Callable[..., Any], bound: tuple[Any, ...], args: tuple[Any, ...], settings: Any
+    fn: Callable[..., Any],
+    bound: tuple[Any, ...],
+    args: tuple[Any, ...],
+    settings: Any,
+    dynamic_batch: bool = False,
 ) -> str | None:
     """The marker name of ``fn(*bound, *args)`` compiled with ``settings``; None if unknown.
 
     ``settings`` is anything with a stable ``repr`` that the compiled code depends on (the
-    compiler options and the thread count). None when ``fn`` or ``bound`` do not pickle.
+    compiler options and the thread count). With ``dynamic_batch`` the batch size (the
+    first tensor leaf's leading size) is left out: one compiled call serves every size.
+    None when ``fn`` or ``bound`` do not pickle.
     """
     try:  # by reference where possible: cloudpickle tags classes it copies with a uuid
         buffer = io.BytesIO()
@@ -121,9 +127,15 @@ def call_key(
         except Exception:  # noqa: BLE001 - no key, no warm start
             return None
     h = hashlib.sha256(blob)
-    for leaf in torch.utils._pytree.tree_leaves(args):
+    leaves = torch.utils._pytree.tree_leaves(args)
+    sized = (t.shape[0] for t in leaves if isinstance(t, torch.Tensor) and t.dim() > 0)
+    batch = next(sized, None) if dynamic_batch else None
+    for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
-            meta = (tuple(leaf.shape), leaf.stride(), str(leaf.dtype), leaf.device.type)
+            shape: tuple[Any, ...] = tuple(leaf.shape)
+            if batch is not None and shape[:1] == (batch,):
+                shape = ("batch", *shape[1:])
+            meta = (shape, leaf.stride(), str(leaf.dtype), leaf.device.type)
         else:
             meta = (type(leaf).__name__, leaf)
         h.update(repr(meta).encode())
