@@ -40,7 +40,7 @@ torch.version.cuda, torch.backends.cpu.get_cpu_capability(), 'threads', torch.ge
         tests/test_parity.py tests/test_minatar_asterix.py tests/test_minatar_breakout.py \
         tests/test_minatar_freeway.py tests/test_minatar_seaquest.py \
         tests/test_minatar_space_invaders.py tests/test_host_data.py \
-        tests/test_cuda_lowering.py "$@" || return 1
+        tests/test_cuda_lowering.py tests/test_dynamic_batch.py "$@" || return 1
     "$venv/bin/python" tools/compile_reports.py
 }
 
