@@ -344,21 +344,19 @@ class Backend:
         """Whether an earlier process compiled this call into inductor's cache (CPU only)."""
         if not self.options.warm_start:
             return False
-        self._warm_key = warm.call_key(
-            self._raw, self._bound, args, self._warm_settings(), self.options.dynamic_batch
-        )
+        self._warm_key = self._call_key(args)
         return warm.is_warm(self._warm_key)
 
     def _mark_warm(self, args: tuple[Any, ...]) -> None:
         """Record a CPU call that compiled (see :mod:`~gpuvec_envs.compiler.warm`)."""
         if not self.options.warm_start or self.kind == "eager" or on_cuda(args):
             return
-        key = self._warm_key
-        if key is None:
-            key = warm.call_key(
-                self._raw, self._bound, args, self._warm_settings(), self.options.dynamic_batch
-            )
-        warm.mark_warm(key)
+        warm.mark_warm(self._warm_key if self._warm_key is not None else self._call_key(args))
+
+    def _call_key(self, args: tuple[Any, ...]) -> str | None:
+        """The warm-start marker of this call (:func:`~gpuvec_envs.compiler.warm.call_key`)."""
+        settings = self._warm_settings()
+        return warm.call_key(self._raw, self._bound, args, settings, self.options.dynamic_batch)
 
     def _warm_settings(self) -> tuple[Any, ...]:
         """What besides the function and its arguments decides the compiled code."""

@@ -30,7 +30,13 @@ from gpuvec_envs.compiler.options import WIDE_FUSION, CompilerOptions
 from gpuvec_envs.compiler.passes import cpp_schedule, isa_probe, wrapping
 from gpuvec_envs.compiler.passes.cpp_schedule import ScheduleLog, scheduled_cpp_kernels
 from gpuvec_envs.compiler.passes.direct_call import direct_call
-from gpuvec_envs.compiler.pytree import leaf_paths, make_flattener, make_unflattener, rebuild
+from gpuvec_envs.compiler.pytree import (
+    batch_size,
+    leaf_paths,
+    make_flattener,
+    make_unflattener,
+    rebuild,
+)
 from gpuvec_envs.compiler.report import PassResult
 
 E = TypeVar("E", bound=BaseException)
@@ -97,7 +103,7 @@ def compile_flat(
     compiler = compiler if compiler is not None else resolve()
     flatten = make_flattener(example_args)
     leaves = list(flatten(*example_args))
-    batch = _batch_size(compiler, leaves)
+    batch = batch_size(leaves) if compiler.dynamic_batch else None
     inductor_options = {
         **compiler.inductor_config(),
         **(options or {}),
@@ -300,13 +306,6 @@ def _first_line(exc: BaseException) -> str:
     """``Type: first line of the message`` (at most 300 characters)."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
-
-
-def _batch_size(compiler: CompilerOptions, leaves: list[torch.Tensor]) -> int | None:
-    """The batch size to trace as a symbol: the first leaf's leading size, if switched on."""
-    if not compiler.dynamic_batch:
-        return None
-    return next((t.shape[0] for t in leaves if t.dim() > 0), None)
 
 
 def _batch_fakes(

@@ -115,3 +115,12 @@ def on_cuda(tree: Any) -> bool:
     """Whether ``tree`` has tensor leaves and all of them are on CUDA devices."""
     leaves = [t for t in torch_pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
     return bool(leaves) and all(t.is_cuda for t in leaves)
+
+
+def batch_size(leaves: Any) -> int | None:
+    """The batch size ``dynamic_batch`` leaves free: the first tensor leaf's leading size.
+
+    None if no tensor leaf has a dimension.
+    """
+    tensors = torch_pytree.tree_leaves(leaves)
+    return next((t.shape[0] for t in tensors if isinstance(t, torch.Tensor) and t.dim() > 0), None)

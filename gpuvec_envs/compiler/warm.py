@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from gpuvec_envs.compiler.pytree import batch_size
+
 #: The folder, inside inductor's cache directory, that holds the markers.
 FOLDER = "gpuvec_warm"
 
@@ -128,8 +130,7 @@ def call_key(
             return None
     h = hashlib.sha256(blob)
     leaves = torch.utils._pytree.tree_leaves(args)
-    sized = (t.shape[0] for t in leaves if isinstance(t, torch.Tensor) and t.dim() > 0)
-    batch = next(sized, None) if dynamic_batch else None
+    batch = batch_size(leaves) if dynamic_batch else None
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
             shape: tuple[Any, ...] = tuple(leaf.shape)
