@@ -104,3 +104,40 @@ def test_every_id_long_parity(env_id: str) -> None:
     d.reset(seed=31)
     n_actions = int(d.env.single_action_space.n)
     d.run(2000, np.random.default_rng(12), probs=PROBS if n_actions == 7 else None)
+
+
+LANE_IDS = [
+    "gpuvec/MiniGrid-FourRooms-v0",
+    "gpuvec/MiniGrid-Unlock-v0",
+    "gpuvec/MiniGrid-DoorKey-8x8-v0",
+    "gpuvec/MiniGrid-KeyCorridorS3R1-v0",
+]
+
+
+@pytest.mark.parametrize("env_id", LANE_IDS)
+def test_cuda_candidate_layout_draws_the_cpu_layouts_grids(
+    env_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Placements laid along the cells (CUDA's layout, ``_grid.LANE_DEVICES``) pick the
+    same cells as the CPU's K candidates: equal grids over many resets."""
+    from gpuvec_envs.envs import _grid
+
+    def grids(lane_devices: tuple[str, ...]) -> list[torch.Tensor]:
+        monkeypatch.setattr(_grid, "LANE_DEVICES", lane_devices)
+        env = gym.make_vec(env_id, num_envs=256, backend="eager", max_episode_steps=3)
+        vec = env.unwrapped
+
+        def grid() -> torch.Tensor:
+            g = vec.env_def.grid_state(vec.state.env)
+            return torch.cat([g.cells, torch.stack([g.agent_x, g.agent_y, g.agent_dir], 1)], 1)
+
+        env.reset(seed=7)
+        out = [grid()]
+        for _ in range(7):  # autoresets draw new grids at steps 3 and 6
+            env.step(torch.zeros(256, dtype=torch.int64))
+            out.append(grid())
+        env.close()
+        return out
+
+    cpu, lanes = grids(("cuda",)), grids(("cuda", "cpu"))
+    assert all(torch.equal(a, b) for a, b in zip(cpu, lanes, strict=True))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
 from gpuvec_envs import compiler
 from gpuvec_envs.core import rng
+from gpuvec_envs.core.eager import host_eager
 
 EDGES = [0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1]
 VALUES = torch.tensor(
@@ -114,3 +117,21 @@ def test_columns_are_the_columns_of_one_multi_stream_draw():
     assert torch.equal(r.bits(), fresh().bits(3)[:, 2])  # consumed two streams
     with pytest.raises(ValueError, match="kind must be"):
         fresh().columns(2, "randint")
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["torch", "numpy"])
+def test_bits_padded_holds_the_next_draws(host: bool):
+    """``bits_padded(k, w)``: the draws of ``bits(k)`` in its first k columns, the same
+    streams consumed, on the torch path and on the eager host (numpy) path."""
+    key0, key1 = rng.keys_from_seeds(torch.arange(40))
+    counter = torch.arange(40) * 3
+    with host_eager() if host else contextlib.nullcontext():
+        a = rng.Rng(key0, key1, counter, rng.RESET)
+        b = rng.Rng(key0, key1, counter, rng.RESET)
+        padded, after_padded = a.bits_padded(5, 25), a.bits(2)
+        plain, after_plain = b.bits(5), b.bits(2)
+    assert padded.shape == (40, 25) and padded.dtype == torch.int64
+    assert torch.equal(padded[:, :5], plain)
+    assert torch.equal(after_padded, after_plain)
+    with pytest.raises(ValueError, match="count <= width"):
+        a.bits_padded(26, 25)

@@ -122,9 +122,10 @@ def _stream_constants(first: int, count: int) -> np.ndarray:
     return out
 
 
-def _signed_stream_constants(first: int, count: int) -> list[int]:
-    """:func:`stream_constant` of streams ``first .. first + count - 1`` as signed int32."""
-    return [_signed(stream_constant(k), 32) for k in range(first, first + count)]
+def _signed_stream_constants(first: int, count: int, width: int = 0) -> list[int]:
+    """Signed int32 :func:`stream_constant` of streams ``first ..``, zeros up to ``width``."""
+    out = [_signed(stream_constant(k), 32) for k in range(first, first + count)]
+    return out + [0] * (width - count)
 
 
 def _hash_bits(x: torch.Tensor) -> torch.Tensor:
@@ -203,7 +204,10 @@ class Rng:
         return self._base.device
 
     def _draw(
-        self, shape: tuple[int, ...], word: Callable[[torch.Tensor], torch.Tensor]
+        self,
+        shape: tuple[int, ...],
+        word: Callable[[torch.Tensor], torch.Tensor],
+        width: int = 0,
     ) -> torch.Tensor:
         """``word(bits)`` of the next streams (int32 bits), shape (N, *shape).
 
@@ -211,18 +215,29 @@ class Rng:
         (N, count) hash against a constant table of the ``hash32(2k + 1)`` (built once per
         device, :func:`~gpuvec_envs.core.constants.table`), or against a Python int for one
         stream. (Building each stream as its own (N,) column vectorised no better and cost
-        ~7 s of compile time per column.)
+        ~7 s of compile time per column.) ``width > count`` (a 1-D draw only) adds columns of
+        unspecified bits up to ``width``, from the same table padded with zeros.
         """
         count = 1
         for s in shape:
             count *= s
         first = self._next
         self._next += count
+        if width > count:
+            shape = (width,)
         if on_host(self._base):  # numpy: never inside a trace (dynamo would trace it)
             consts = _stream_constants(first, count)
+            if width > count:
+                consts = np.concatenate([consts, np.zeros(width - count, np.uint32)])
             bits = _hash_np(self._base.numpy().view(np.uint32)[:, None] ^ consts[None, :])
             out = word(torch.from_numpy(bits.view(np.int32)))
             return out.reshape(self.num_envs, *shape)
+        if width > count:
+            streams = table(
+                _signed_stream_constants, first, count, width, dtype=torch.int32, like=self._base
+            )
+            out = word(_hash_bits(self._base[:, None] ^ streams[None, :]))
+            return out.reshape(self.num_envs, width)
         if count == 1:  # a constant of the code, not a tensor: nothing to copy or lift
             out = word(_hash_bits(self._base ^ _signed(stream_constant(first), 32)))
             return out.reshape(self.num_envs, *shape)
@@ -256,6 +271,16 @@ class Rng:
     def bits(self, *shape: int) -> torch.Tensor:
         """Shape (N, *shape) int64 uniform in ``[0, 2**32)``."""
         return self._draw(shape, from_bits32)
+
+    def bits_padded(self, count: int, width: int) -> torch.Tensor:
+        """(N, width) int64: ``bits(count)`` in the first columns, unspecified bits after.
+
+        ``0 < count <= width``. For draws laid along an axis of ``width`` (a grid's cells):
+        padding an (N, count) draw instead makes inductor store the draw for the pad to read.
+        """
+        if not 0 < count <= width:
+            raise ValueError(f"need 0 < count <= width, got count={count}, width={width}")
+        return self._draw((count,), from_bits32, width)
 
     def bits32(self, *shape: int) -> torch.Tensor:
         """The draws of :meth:`bits` as int32 tensors of the same 32 bits.

@@ -46,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
@@ -195,6 +196,21 @@ def rand_int(rng: Rng, low: int | torch.Tensor, high: int | torch.Tensor) -> tor
     return (low + ((word * (high - low)) >> 32)).to(I32)
 
 
+#: ``free(x, y)``: bool, whether cells ``(x, y)`` are empty; ``x, y`` are (K,) or (N, K) int
+#: tensors, to be broadcast against per-env values as (N, 1) (:func:`as_col`). Computed from
+#: the layout's own draws instead of read from the grid: a placement that reads no grid
+#: leaves the reset's grid a pure per-cell function, which inductor computes inside the
+#: step's kernel instead of storing it and reading it back.
+FreeCells = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+#: Devices where :func:`first_fit` lays the candidates of a ``free`` placement along the
+#: grid's cells on every grid (one kernel with the reset's other reductions, though it
+#: hashes a draw per cell); elsewhere grids of more than 63 cells draw just K candidates
+#: (on the CPU the per-cell draws cost more than the kernels they save: FourRooms'
+#: step 1.6x slower at N=4096). The picks are the same.
+LANE_DEVICES: tuple[str, ...] = ("cuda",)
+
+
 def first_fit(
     rng: Rng,
     cells: torch.Tensor,
@@ -203,6 +219,7 @@ def first_fit(
     x_range: tuple[Any, Any],
     y_range: tuple[Any, Any],
     avoid: torch.Tensor | None = None,
+    free: FreeCells | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The first of K candidate cells that ``place_obj`` would accept.
 
@@ -216,6 +233,8 @@ def first_fit(
             grid as ``place_obj`` does.
         y_range: The same for y.
         avoid: (N,) flat index the object may not take (the agent's cell), or None.
+        free: Whether cells are empty, as a function of their coordinates (see
+            :data:`FreeCells`); None reads ``cells``.
 
     Returns:
         ``(index, found)``: (N,) int32 flat index of the first acceptable candidate (0 if
@@ -225,38 +244,46 @@ def first_fit(
     the cells), so that testing a candidate is a shift instead of a gather from the grid;
     the candidates lie along the cells, ``ceil(K / (H * W))`` per cell, so that every
     reduction of a placement runs over the cells: a reset's placements chain in one
-    loop over the cells (one kernel) with the grid they edit. The first acceptable
-    candidate is found by one max over ``rank << 16 | index``.
+    loop over the cells (one kernel) with the grid they edit. With ``free``, a candidate
+    is tested without the grid, and the candidates lie along the cells on any grid where
+    the device is in :data:`LANE_DEVICES`. The first acceptable candidate is found by one
+    max over ``rank << 16 | index``.
     """
     (xl, xh), (yl, yh) = x_range, y_range
     dev = cells.device
     n_cells = cells.shape[1]
-    if n_cells > 63:
+    lanes = n_cells <= 63 if free is None else dev.type in LANE_DEVICES or n_cells <= 63
+    if not lanes:
         words = rng.bits(tries)
-        xs = _col(xl) + (((words >> 16) * _col(xh - xl)) >> 16)
-        ys = _col(yl) + (((words & 0xFFFF) * _col(yh - yl)) >> 16)
+        xs = as_col(xl) + (((words >> 16) * as_col(xh - xl)) >> 16)
+        ys = as_col(yl) + (((words & 0xFFFF) * as_col(yh - yl)) >> 16)
         flat = ys * width + xs  # (N, K) int64
-        ok = cells.gather(1, flat) == EMPTY
+        ok = cells.gather(1, flat) == EMPTY if free is None else free(xs, ys)
         if avoid is not None:
             ok = ok & (flat != avoid[:, None])
         rank = torch.arange(tries, 0, -1, dtype=torch.int64, device=dev)  # the first ranks K
         best = torch.where(ok, (rank << 16) | flat, 0).amax(1)  # (N,), 0 if none
         return (best & 0xFFFF).to(I32), best > 0
     lane = torch.arange(n_cells, device=dev)
-    free = cells == EMPTY
-    if avoid is not None:
-        free = free & (lane != avoid[:, None])
-    mask = torch.where(free, 1 << lane, 0).sum(1, keepdim=True)  # (N, 1) int64
+    mask = None
+    if free is None:
+        empty = cells == EMPTY
+        if avoid is not None:
+            empty = empty & (lane != avoid[:, None])
+        mask = torch.where(empty, 1 << lane, 0).sum(1, keepdim=True)  # (N, 1) int64
     best = None
     for first in range(0, tries, n_cells):  # candidates first + lane, drawn chunk by chunk
         count = min(n_cells, tries - first)
-        word = rng.bits(count)  # the next streams: the same draws as one rng.bits(tries)
-        if count < n_cells:
-            word = torch.nn.functional.pad(word, (0, n_cells - count))
-        xs = _col(xl) + (((word >> 16) * _col(xh - xl)) >> 16)
-        ys = _col(yl) + (((word & 0xFFFF) * _col(yh - yl)) >> 16)
+        word = rng.bits_padded(count, n_cells)  # the next streams, as one rng.bits(tries)
+        xs = as_col(xl) + (((word >> 16) * as_col(xh - xl)) >> 16)
+        ys = as_col(yl) + (((word & 0xFFFF) * as_col(yh - yl)) >> 16)
         flat = ys * width + xs  # (N, H * W)
-        ok = ((mask >> flat) & 1) != 0
+        if mask is not None:
+            ok = ((mask >> flat) & 1) != 0
+        else:
+            ok = free(xs, ys)
+            if avoid is not None:
+                ok = ok & (flat != avoid[:, None])
         if count < n_cells:
             ok = ok & (lane < count)
         key = torch.where(ok, ((tries - first - lane) << 16) | flat, 0)
@@ -273,6 +300,7 @@ def place(
     x_range: tuple[Any, Any],
     y_range: tuple[Any, Any],
     avoid: torch.Tensor | None = None,
+    free: FreeCells | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Position of ``place_obj``: an empty cell in a rectangle, not ``avoid``.
 
@@ -282,13 +310,13 @@ def place(
     Returns:
         ``(x, y)``, (N,) int32 each.
     """
-    chosen, found = first_fit(rng, cells, width, tries, x_range, y_range, avoid)
+    chosen, found = first_fit(rng, cells, width, tries, x_range, y_range, avoid, free)
     (xl, xh), (yl, yh) = x_range, y_range
     n_cells = cells.shape[1]
     idx = torch.arange(n_cells, dtype=I32, device=cells.device)
     cx, cy = idx % width, idx // width
-    inside = (_col(xl) <= cx) & (cx < _col(xh)) & (_col(yl) <= cy) & (cy < _col(yh))
-    good = inside & (cells == EMPTY)
+    inside = (as_col(xl) <= cx) & (cx < as_col(xh)) & (as_col(yl) <= cy) & (cy < as_col(yh))
+    good = inside & (cells == EMPTY if free is None else free(cx, cy).expand_as(cells))
     if avoid is not None:
         good = good & (idx != avoid[:, None])
     first = n_cells - torch.where(good, n_cells - idx, 0).amax(1)
@@ -296,7 +324,7 @@ def place(
     return chosen % width, chosen // width
 
 
-def _col(v: Any) -> Any:
+def as_col(v: Any) -> Any:
     """(N, 1) view of an (N,) tensor (for broadcasting against candidates); ints as they are."""
     return v[:, None] if isinstance(v, torch.Tensor) else v
 
@@ -322,23 +350,29 @@ def place_agent_clear(
     attempts: int,
     x_range: tuple[Any, Any],
     y_range: tuple[Any, Any],
+    free: FreeCells | None = None,
+    occupied: FreeCells | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``RoomGrid.place_agent``: a :func:`place` and a direction until the agent faces no object.
 
     The reference repeats until the cell in front is empty or a wall; here ``attempts``
     attempts of ``tries + 1`` draws each, and the first good one is kept (the last if none
-    is: the caller bounds that probability).
+    is: the caller bounds that probability). ``free`` and ``occupied`` (whether cells hold
+    an object: neither empty nor a wall), both given or neither, replace reads of ``cells``.
 
     Returns:
         ``(x, y, direction)``, (N,) int32 each.
     """
     x = y = direction = ok = None
     for _ in range(attempts):
-        ax, ay = place(rng, cells, width, tries, x_range, y_range)
+        ax, ay = place(rng, cells, width, tries, x_range, y_range, free=free)
         ad = rand_int(rng, 0, 4)
         dx, dy = dir_vec(ad)
-        front = get_cell(cells, (ay + dy) * width + ax + dx)
-        good = (front == EMPTY) | ((front & 15) == T_WALL)
+        if occupied is None:
+            front = get_cell(cells, (ay + dy) * width + ax + dx)
+            good = (front == EMPTY) | ((front & 15) == T_WALL)
+        else:
+            good = ~occupied((ax + dx)[:, None], (ay + dy)[:, None])[:, 0]
         if x is None:
             x, y, direction, ok = ax, ay, ad, good
         else:

@@ -27,6 +27,7 @@ from gpuvec_envs.envs._grid import (
     GridState,
     MiniGridEnv,
     MiniGridParams,
+    as_col,
     base_layout,
     code,
     constant_cells,
@@ -72,11 +73,16 @@ class DoorKey(MiniGridEnv):
         column = torch.arange(w * h, dtype=I32, device=dev) % w
         cells = torch.where(column == split[:, None], WALL, cells)
         k = self.placement_tries(params)
-        x, y = place(rng, cells, w, k, (0, split), (0, h))
+
+        def free(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            """Empty cells left of the wall (the door and goal lie right of it)."""
+            return (cx > 0) & (cx < as_col(split)) & (cy > 0) & (cy < h - 1)
+
+        x, y = place(rng, cells, w, k, (0, split), (0, h), free=free)
         direction = rand_int(rng, 0, 4)
         door = rand_int(rng, 1, h - 2)
         cells = set_cell(cells, door * w + split, DOOR)
-        kx, ky = place(rng, cells, w, k, (0, split), (0, h), avoid=y * w + x)
+        kx, ky = place(rng, cells, w, k, (0, split), (0, h), avoid=y * w + x, free=free)
         cells = set_cell(cells, ky * w + kx, KEY)
         zero = torch.zeros(n, dtype=I32, device=dev)
         return GridState(cells, x, y, direction, zero, zero)

@@ -33,6 +33,7 @@ from gpuvec_envs.envs._grid import (
     GridState,
     MiniGridEnv,
     MiniGridParams,
+    as_col,
     base_layout,
     code,
     constant_cells,
@@ -68,6 +69,21 @@ class DynamicObstaclesState(NamedTuple):
     obstacles: torch.Tensor  # (N, n) int32 flat cell index of each ball
 
 
+def _free(
+    width: int, balls: list[torch.Tensor], cx: torch.Tensor, cy: torch.Tensor
+) -> torch.Tensor:
+    """Empty cells (:data:`~gpuvec_envs.envs._grid.FreeCells`): no wall, goal or ball.
+
+    ``balls``: (N,) flat cells of the balls.
+    """
+    inside = (cx > 0) & (cx < width - 1) & (cy > 0) & (cy < width - 1)
+    out = inside & ~((cx == width - 2) & (cy == width - 2))
+    flat = cy * width + cx
+    for ball in balls:
+        out = out & (flat != as_col(ball))
+    return out
+
+
 class DynamicObstacles(MiniGridEnv):
     """MiniGrid Dynamic-Obstacles: reach the goal without touching a moving ball."""
 
@@ -97,16 +113,20 @@ class DynamicObstacles(MiniGridEnv):
         layout[(h - 2) * w + w - 2] = GOAL
         cells = constant_cells(layout, rng)
         zero = torch.zeros(n, dtype=I32, device=dev)
+        balls: list[torch.Tensor] = []
+
+        def free(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            return _free(w, balls, cx, cy)
+
         if params.agent_start_pos is None:
-            x, y = place(rng, cells, w, TRIES, (0, w), (0, h))
+            x, y = place(rng, cells, w, TRIES, (0, w), (0, h), free=free)
             direction = rand_int(rng, 0, 4)
         else:
             x = zero + params.agent_start_pos[0]
             y = zero + params.agent_start_pos[1]
             direction = zero + params.agent_start_dir
-        balls = []
         for _ in range(self.n_obstacles(params)):
-            bx, by = place(rng, cells, w, TRIES, (0, w), (0, h), avoid=y * w + x)
+            bx, by = place(rng, cells, w, TRIES, (0, w), (0, h), avoid=y * w + x, free=free)
             cells = set_cell(cells, by * w + bx, BALL)
             balls.append(by * w + bx)
         obstacles = torch.stack(balls, 1) if balls else zero[:, None][:, :0]
@@ -122,15 +142,19 @@ class DynamicObstacles(MiniGridEnv):
         front = get_cell(s.cells, (s.agent_y + dy) * w + s.agent_x + dx)
         not_clear = (front != EMPTY) & (front != GOAL)
         cells, agent = s.cells, s.agent_y * w + s.agent_x
-        moved = []
-        for i in range(state.obstacles.shape[1]):
-            old = state.obstacles[:, i]
+        balls = list(state.obstacles.unbind(1))
+
+        def free(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            return _free(w, balls, cx, cy)
+
+        for i, old in enumerate(list(balls)):
             ox, oy = old % w, old // w
-            new, found = first_fit(rng, cells, w, TRIES, (ox - 1, ox + 2), (oy - 1, oy + 2), agent)
+            near = (ox - 1, ox + 2), (oy - 1, oy + 2)
+            new, found = first_fit(rng, cells, w, TRIES, *near, agent, free=free)
             new = torch.where(found, new, old)
             cells = set_cell(set_cell(cells, old, EMPTY), new, BALL)
-            moved.append(new)
-        obstacles = torch.stack(moved, 1) if moved else state.obstacles
+            balls[i] = new
+        obstacles = torch.stack(balls, 1) if balls else state.obstacles
         grid, reward, terminated, _ = grid_step(
             w, self.max_steps(params), s._replace(cells=cells), action
         )

@@ -27,6 +27,7 @@ from gpuvec_envs.envs._grid import (
     GridState,
     MiniGridEnv,
     MiniGridParams,
+    as_col,
     base_layout,
     constant_cells,
     place,
@@ -83,10 +84,20 @@ class FourRooms(MiniGridEnv):
         cells = set_cell(cells, mid * w + right, EMPTY)
         lower = rand_int(rng, mid + 1, h - 1)
         cells = set_cell(cells, lower * w + mid, EMPTY)
+
+        def free(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            """Empty cells of this layout: inside the outer wall, off the inner walls or a gap."""
+            inside = (cx > 0) & (cx < w - 1) & (cy > 0) & (cy < h - 1)
+            col, row = cx == mid, cy == mid
+            gap = (col & ((cy == as_col(upper)) | (cy == as_col(lower)))) | (
+                row & ((cx == as_col(left)) | (cx == as_col(right)))
+            )
+            return inside & ~(col | row) | gap
+
         k = self.placement_tries(params)
-        x, y = place(rng, cells, w, k, (0, w), (0, h))
+        x, y = place(rng, cells, w, k, (0, w), (0, h), free=free)
         direction = rand_int(rng, 0, 4)
-        gx, gy = place(rng, cells, w, k, (0, w), (0, h), avoid=y * w + x)
+        gx, gy = place(rng, cells, w, k, (0, w), (0, h), avoid=y * w + x, free=free)
         cells = set_cell(cells, gy * w + gx, GOAL)
         zero = torch.zeros(n, dtype=I32, device=dev)
         return GridState(cells, x, y, direction, zero, zero)

@@ -56,12 +56,13 @@ from gpuvec_envs.envs._grid import (
     PICKUP,
     T_BALL,
     WALL,
+    FreeCells,
     GridState,
     MiniGridEnv,
     MiniGridParams,
+    as_col,
     code,
     constant_cells,
-    get_cell,
     grid_step,
     named_color,
     place,
@@ -281,15 +282,40 @@ class KeyCorridor(MiniGridEnv):
         k = self.placement_tries(params)
         mission = rand_int(rng, 0, len(COLOR_NAMES))
         top = locked * step
-        bx, by = place(rng, cells, w, k, (2 * step, 2 * step + s), (top, top + s))
+
+        def inside(x0: Any, y0: Any) -> FreeCells:
+            """The cells inside the walls of the room with top-left corner ``(x0, y0)``."""
+
+            def free(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+                x, y = cx - as_col(x0), cy - as_col(y0)
+                return (x > 0) & (x < step) & (y > 0) & (y < step)
+
+            return free
+
+        ball_room = inside(2 * step, top)
+        bx, by = place(rng, cells, w, k, (2 * step, 2 * step + s), (top, top + s), free=ball_room)
         cells = set_cell(cells, by * w + bx, code("ball", "red") | (named_color(mission) << 4))
         top = rand_int(rng, 0, r) * step
-        kx, ky = place(rng, cells, w, k, (0, s), (top, top + s))
+        key_room = inside(0, top)
+        kx, ky = place(rng, cells, w, k, (0, s), (top, top + s), free=key_room)
         cells = set_cell(cells, ky * w + kx, code("key", "red") | (color << 4))
 
         room = ((step, step + s), ((r // 2) * step, (r // 2) * step + s))
         attempts = self.agent_attempts(params)
-        x, y, direction = place_agent_clear(rng, cells, w, k, attempts, *room)
+        empty = table(tuple(c == EMPTY for c in layout), dtype=torch.bool, like=bx)
+
+        def hallway(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            """Empty cells of the middle column (walls and the corridor as laid out)."""
+            inner = (cx > step) & (cx < 2 * step) & (cy >= 0) & (cy < h)
+            return inner & empty[torch.where(inner, cy * w + cx, 0).long()]
+
+        def faces_locked(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            """The only object an agent in the middle column can face."""
+            return (cx == 2 * step) & (cy == door_y)
+
+        x, y, direction = place_agent_clear(
+            rng, cells, w, k, attempts, *room, free=hallway, occupied=faces_locked
+        )
         cells = self._connect_all(params, rng, cells, door_cell, locked)
         zero = torch.zeros(n, dtype=I32, device=dev)
         return KeyCorridorState(GridState(cells, x, y, direction, zero, zero), mission)
@@ -344,10 +370,8 @@ class KeyCorridor(MiniGridEnv):
             color = named_color((color_word * len(COLOR_NAMES)) >> 32)
             add = ~done
             at = door_cell.gather(1, chosen[:, None])[:, 0]
-            door = torch.where(
-                add, code("door", "red", "closed") | (color << 4), get_cell(cells, at)
-            )
-            cells = set_cell(cells, at, door)
+            door = code("door", "red", "closed") | (color << 4)
+            cells = set_cell(cells, torch.where(add, at, -1), door)  # -1: no cell
             mask = torch.where(add, mask | (1 << chosen), mask)
             start = torch.where(add, t + 1, start)
             done = done | done_table[mask]

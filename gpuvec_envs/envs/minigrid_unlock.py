@@ -34,6 +34,7 @@ from gpuvec_envs.envs._grid import (
     GridState,
     MiniGridEnv,
     MiniGridParams,
+    as_col,
     code,
     constant_cells,
     grid_step,
@@ -95,10 +96,27 @@ class Unlock(MiniGridEnv):
         cells = set_cell(cells, door_y * w + ROOM - 1, door)
         k = self.placement_tries(params)
         room = ((0, ROOM), (0, ROOM))
-        kx, ky = place(rng, cells, w, k, *room)  # the agent's default (8, 3) is never near
+
+        def inner(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            """Cells inside the left room's walls (all empty before the key)."""
+            return (cx > 0) & (cx < ROOM - 1) & (cy > 0) & (cy < h - 1)
+
+        kx, ky = place(rng, cells, w, k, *room, free=inner)  # never the agent's default (8, 3)
         cells = set_cell(cells, ky * w + kx, code("key", "red") | (color << 4))
         zero = torch.zeros(n, dtype=I32, device=dev)
-        x, y, direction = place_agent_clear(rng, cells, w, k, AGENT_ATTEMPTS, *room)
+
+        def key_or_door(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            """The cells holding an object."""
+            key = (cx == as_col(kx)) & (cy == as_col(ky))
+            return key | ((cx == ROOM - 1) & (cy == as_col(door_y)))
+
+        def free(cx: torch.Tensor, cy: torch.Tensor) -> torch.Tensor:
+            """The agent's cells: inside the room, no object."""
+            return inner(cx, cy) & ~key_or_door(cx, cy)
+
+        x, y, direction = place_agent_clear(
+            rng, cells, w, k, AGENT_ATTEMPTS, *room, free=free, occupied=key_or_door
+        )
         return GridState(cells, x, y, direction, zero, zero)
 
     def step(
