@@ -16,6 +16,7 @@ time.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copyreg
 import logging
@@ -63,6 +64,25 @@ def carried(exc: BaseException | None, cls: type[E]) -> E | None:
 #: Number of graphs compiled by :func:`compile_flat` in this process (for tests and stats).
 compiled_graphs = 0
 
+#: ``dynamic_batch`` calls compiled in this process, by their key (:func:`_memo_key`): a
+#: new ``num_envs`` of the same step reuses the call instead of tracing it again.
+_DYNAMIC_CALLS: collections.OrderedDict[str, Callable[..., Any]] = collections.OrderedDict()
+#: Calls kept in :data:`_DYNAMIC_CALLS` (the least recently used goes first).
+DYNAMIC_CALLS_KEPT = 32
+
+
+def _memo_key(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    inductor_options: dict[str, Any],
+    compiler: CompilerOptions,
+) -> str | None:
+    """What a ``dynamic_batch`` call is for, whatever the batch size; None if unknown."""
+    from gpuvec_envs.compiler import warm
+
+    settings = (compiler.items(), sorted(inductor_options.items()), torch.get_num_threads())
+    return warm.call_key(fn, (), args, settings, dynamic_batch=True)
+
 
 def compile_flat(
     fn: Callable[..., Any],
@@ -71,6 +91,7 @@ def compile_flat(
     options: dict[str, Any] | None = None,
     *,
     compiler: CompilerOptions | None = None,
+    memo_as: Any = None,
 ) -> Callable[..., Any]:
     """Compile the pure function ``fn`` once for ``example_args``; return a guard-free call.
 
@@ -89,6 +110,9 @@ def compile_flat(
             ``compiler.inductor``).
         compiler: Switches of the passes (default: :func:`~gpuvec_envs.compiler.options.
             resolve`'s).
+        memo_as: What identifies ``fn`` for reuse (default: ``fn`` itself, pickled): with
+            ``dynamic_batch``, a call compiled in this process for the same function and
+            arguments but another batch size is returned instead of tracing anew.
 
     Returns:
         ``call(*args)``, with attributes ``flatten``, ``unflatten``, ``flat`` (the call of
@@ -98,6 +122,8 @@ def compile_flat(
     Raises:
         Exception: whatever tracing or inductor raise; callers fall back to other backends.
     """
+    from torch._guards import detect_fake_mode
+
     from gpuvec_envs.compiler.options import resolve
 
     compiler = compiler if compiler is not None else resolve()
@@ -110,6 +136,15 @@ def compile_flat(
         # torch 2.14.1 binds a dynamic size's symbol in the size asserts only
         "size_asserts": size_asserts or batch is not None,
     }
+    memo = None
+    if batch is not None and detect_fake_mode(leaves) is None:
+        memo = _memo_key(
+            fn if memo_as is None else memo_as, example_args, inductor_options, compiler
+        )
+        with COMPILE_LOCK:
+            if memo is not None and memo in _DYNAMIC_CALLS:
+                _DYNAMIC_CALLS.move_to_end(memo)
+                return _DYNAMIC_CALLS[memo]
     sizes = [len(leaf_paths(a)) for a in example_args]
     captured: dict[str, Any] = {}
 
@@ -168,6 +203,11 @@ def compile_flat(
     call.flat = call_flat  # type: ignore[attr-defined]
     call.passes = tuple(passes)  # type: ignore[attr-defined]
     call.kernels = kernels_of(inner.get("code"))  # type: ignore[attr-defined]
+    if memo is not None and dynamic.status == "applied":
+        with COMPILE_LOCK:
+            _DYNAMIC_CALLS[memo] = call
+            while len(_DYNAMIC_CALLS) > DYNAMIC_CALLS_KEPT:
+                _DYNAMIC_CALLS.popitem(last=False)
     return call
 
 

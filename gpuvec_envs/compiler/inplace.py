@@ -43,7 +43,6 @@ class InPlaceStateCall:
     ) -> None:
         def inplace(state: Any, *rest: Any) -> Any:
             out = fn(state, *rest)
-            self._namedtuple = is_namedtuple(out)
             new = make_flattener(out[:1])(out[0])
             for buf, value in zip(self.flatten_state(state), new, strict=True):
                 if layout(buf) != layout(value):
@@ -56,9 +55,17 @@ class InPlaceStateCall:
         self.buffers = tuple(t.clone() for t in self.flatten_state(example_args[0]))
         #: The state made of the buffers: what every call returns.
         self.state = self.unflatten_state(self.buffers)
+        # the state buffers are the call's inputs: a call compiled for another instance of
+        # the same ``fn`` (dynamic_batch) serves this one
         call = compile_flat(
-            inplace, (self.state, *example_args[1:]), False, options, compiler=compiler
+            inplace,
+            (self.state, *example_args[1:]),
+            False,
+            options,
+            compiler=compiler,
+            memo_as=("in_place", fn),
         )
+        self._namedtuple: bool | None = None  # whether fn returns a NamedTuple (first call)
         self._flatten_rest = make_flattener(example_args[1:])
         self._flat, self._unflatten = call.flat, call.unflatten
         #: The outcome of each pass (see :func:`~gpuvec_envs.compiler.flat.compile_flat`).
@@ -73,4 +80,6 @@ class InPlaceStateCall:
                 if t is not buf:
                     buf.copy_(t)
         out = self._unflatten(self._flat(*self.buffers, *self._flatten_rest(*rest)))
+        if self._namedtuple is None:
+            self._namedtuple = is_namedtuple(out)
         return type(out)(self.state, *out[1:]) if self._namedtuple else (self.state, *out[1:])
