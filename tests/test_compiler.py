@@ -238,9 +238,17 @@ def test_compile_flat_with_the_cpp_wrapper_says_which_passes_it_skips():
 def test_compile_flat_compiles_for_the_example_shapes(size_asserts):
     """Static shapes, with and without inductor's size asserts (on torch 2.14.1 a dimension
     left symbolic was bound only inside the asserts: a NameError without them)."""
+    from torch._inductor.scheduler import Scheduler
+
+    from gpuvec_envs.compiler.options import WIDE_FUSION
+
+    rule = Scheduler.are_long_distant_nodes
     x, y = torch.arange(64, dtype=torch.int64), torch.arange(64, dtype=torch.int64) + 5
     call = compile_flat(_small, (x, y), size_asserts=size_asserts)
     assert all(map(torch.equal, call(x, y), _small(x, y)))
+    assert Scheduler.are_long_distant_nodes is rule  # lifted while compiling only
+    wide = next(p for p in call.passes if p.name == "wide_fusion")
+    assert wide.detail == f"max_fusion_size {WIDE_FUSION}, any distance"
     status = {p.name: p.status for p in call.passes}
     # isa_probe: not needed once something else had inductor probe every ISA (dynamo)
     assert status.pop("isa_probe") in ("applied", "not_needed")

@@ -170,3 +170,15 @@ def test_wide_fusion_makes_a_frame_skipped_step_a_few_kernels() -> None:
     )
     assert len(wide.kernels) <= 4 and len(capped.kernels) >= 2 * len(wide.kernels)
     assert wide.bytes_per_call() < capped.bytes_per_call()
+
+
+def test_wide_fusion_fuses_nodes_however_far_apart() -> None:
+    """Asterix: ``wide_fusion`` also lifts inductor's rule against fusing nodes over 64
+    apart in its schedule; the same cap without the lift (set as an inductor option, which
+    the report names) leaves more kernels."""
+    from gpuvec_envs.compiler.options import WIDE_FUSION
+
+    wide = fake_cuda.lower_step(_env("gpuvec/MinAtar-Asterix-v1"))
+    near = {"inductor": {"max_fusion_size": WIDE_FUSION - 1}}
+    kept = fake_cuda.lower_step(_env("gpuvec/MinAtar-Asterix-v1", compiler_options=near))
+    assert len(wide.kernels) <= 3 < len(kept.kernels)

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from gpuvec_envs.compiler.flat import StopCompile, carried
+from gpuvec_envs.compiler.flat import StopCompile, carried, patched
 from gpuvec_envs.compiler.kernels import Kernel, kernels_in
 from gpuvec_envs.compiler.options import CompilerOptions
 
@@ -121,23 +121,6 @@ def _fake_triton_driver() -> Any:
 
 
 @contextlib.contextmanager
-def _patched(target: Any, name: str, value: Any) -> Iterator[None]:
-    """``target.name = value`` inside the block (restored after, or deleted if new)."""
-    missing = object()
-    old = target.__dict__.get(name, missing) if isinstance(target, type) else missing
-    if old is missing:
-        old = getattr(target, name, missing)
-    setattr(target, name, value)
-    try:
-        yield
-    finally:
-        if old is missing:
-            delattr(target, name)
-        else:
-            setattr(target, name, old)
-
-
-@contextlib.contextmanager
 def fake_gpu(stop_after: str = "codegen") -> Iterator[None]:
     """Inside: inductor compiles for an H200 without one, and stops after ``stop_after``.
 
@@ -200,7 +183,7 @@ def fake_gpu(stop_after: str = "codegen") -> Iterator[None]:
     }
     with contextlib.ExitStack() as stack:
         for target, name, value in patches:
-            stack.enter_context(_patched(target, name, value))
+            stack.enter_context(patched(target, name, value))
         stack.enter_context(torch._inductor.config.patch(config))
         yield
 

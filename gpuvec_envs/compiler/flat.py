@@ -284,7 +284,13 @@ def _compile(
         fake_inputs = [fake_mode.from_tensor(t, static_shapes=True) for t in inputs]
         if dynamic.status == "applied":
             fake_inputs[: len(leaves)] = traced
-        with torch._inductor.config.patch(inductor_options), _no_autograd_cache(), schedule:
+        lift = inductor_options.get("max_fusion_size") == WIDE_FUSION
+        with (
+            torch._inductor.config.patch(inductor_options),
+            _no_autograd_cache(),
+            schedule,
+            _any_fusion_distance(lift),
+        ):
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
     return compiled, inner, inputs, wrap_skipped, dynamic
 
@@ -620,14 +626,52 @@ def _isa_probe_result(
     return PassResult("isa_probe", log.status, log.detail)
 
 
+#: The method of inductor's scheduler that refuses to fuse nodes over 64 apart.
+_DISTANCE_RULE = "are_long_distant_nodes"
+
+
+@contextlib.contextmanager
+def _any_fusion_distance(on: bool) -> Iterator[None]:
+    """While ``on``, inductor's scheduler fuses nodes however far apart (where it has the rule)."""
+    from torch._inductor.scheduler import Scheduler
+
+    if not on or not hasattr(Scheduler, _DISTANCE_RULE):
+        yield
+        return
+    with patched(Scheduler, _DISTANCE_RULE, lambda self, node1, node2: False):
+        yield
+
+
+@contextlib.contextmanager
+def patched(target: Any, name: str, value: Any) -> Iterator[None]:
+    """``target.name = value`` inside the block (restored after, or deleted if new)."""
+    missing = object()
+    old = target.__dict__.get(name, missing) if isinstance(target, type) else missing
+    if old is missing:
+        old = getattr(target, name, missing)
+    setattr(target, name, value)
+    try:
+        yield
+    finally:
+        if old is missing:
+            delattr(target, name)
+        else:
+            setattr(target, name, old)
+
+
 def _wide_fusion_result(compiler: CompilerOptions, inductor_options: dict[str, Any]) -> PassResult:
-    """The wide_fusion switch's outcome: inductor's fusion cap this graph was built with."""
+    """The wide_fusion switch's outcome: inductor's fusion cap and distance rule of this graph."""
+    from torch._inductor.scheduler import Scheduler
+
     cap = inductor_options.get("max_fusion_size", torch._inductor.config.max_fusion_size)
     if not compiler.wide_fusion:
         return PassResult("wide_fusion", "off", f"max_fusion_size {cap}")
     if cap != WIDE_FUSION:
         return PassResult("wide_fusion", "off", f"max_fusion_size {cap} set by inductor options")
-    return PassResult("wide_fusion", "applied", f"max_fusion_size {cap}")
+    if not hasattr(Scheduler, _DISTANCE_RULE):
+        why = f"max_fusion_size {cap}; this inductor has no distance rule ({_DISTANCE_RULE})"
+        return PassResult("wide_fusion", "applied", why)
+    return PassResult("wide_fusion", "applied", f"max_fusion_size {cap}, any distance")
 
 
 def _no_autograd_cache() -> Any:

@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 ENV_VAR = "GPUVEC_COMPILER"
-#: ``max_fusion_size`` under ``wide_fusion``: more operations than any step has.
-WIDE_FUSION = 1 << 16
+#: ``max_fusion_size`` under ``wide_fusion``: more operations than any step has (odd, so
+#: that inductor's cache keys of these builds differ from any built without the distance
+#: rule lifted, which the cache key does not see).
+WIDE_FUSION = (1 << 16) + 1
 _TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 
 
@@ -52,9 +54,11 @@ class CompilerOptions:
             after each of its eager steps for as long as the step ran, so that the
             compiled step arrives sooner.
         wide_fusion: Let inductor fuse any number of operations into one kernel
-            (``max_fusion_size`` :data:`WIDE_FUSION` instead of inductor's 64), so that a
+            (``max_fusion_size`` :data:`WIDE_FUSION` instead of inductor's 64), and fuse
+            operations however far apart in its schedule (inductor refuses beyond 64,
+            against peak memory, which a step's few small buffers do not reach), so that a
             frame-skipped step is one loop over the batch, not one kernel per few frames
-            (an ``inductor`` mapping that sets ``max_fusion_size`` wins).
+            (an ``inductor`` mapping that sets ``max_fusion_size`` wins, and keeps both).
         dynamic_batch: Trace the batch dimension as a symbol, so that one compiled step
             serves every ``num_envs`` (an env of another size compiles from inductor's
             cache in seconds instead of anew); off by default: the kernels of a fixed size

@@ -272,7 +272,6 @@ class KeyCorridor(MiniGridEnv):
             right[a] * w + b[0] * step if a[1] == b[1] else b[1] * step * w + bottom[a]
             for a, b in wl.rooms
         ]
-        door_cell = torch.stack(doors, 1).long()  # (N, W) flat cell of each wall's door
 
         locked = rand_int(rng, 0, r)
         color = named_color(rand_int(rng, 0, len(COLOR_NAMES)))
@@ -316,7 +315,7 @@ class KeyCorridor(MiniGridEnv):
         x, y, direction = place_agent_clear(
             rng, cells, w, k, attempts, *room, free=hallway, occupied=faces_locked
         )
-        cells = self._connect_all(params, rng, cells, door_cell, locked)
+        cells = self._connect_all(params, rng, cells, doors, locked)
         zero = torch.zeros(n, dtype=I32, device=dev)
         return KeyCorridorState(GridState(cells, x, y, direction, zero, zero), mission)
 
@@ -325,7 +324,7 @@ class KeyCorridor(MiniGridEnv):
         params: KeyCorridorParams,
         rng: Rng,
         cells: torch.Tensor,
-        door_cell: torch.Tensor,
+        doors: list[torch.Tensor],
         locked: torch.Tensor,
     ) -> torch.Tensor:
         """``RoomGrid.connect_all``: closed doors of random colours until all is reachable.
@@ -334,7 +333,7 @@ class KeyCorridor(MiniGridEnv):
             params: The params.
             rng: Draws ``3 T + A + 1`` words.
             cells: (N, H * W) codes.
-            door_cell: (N, W) flat cell of each wall's door.
+            doors: (N,) flat cell of each wall's door.
             locked: (N,) int32 row of the locked room.
 
         Returns:
@@ -369,7 +368,9 @@ class KeyCorridor(MiniGridEnv):
             color_word = words.gather(1, (3 * t + s + 3)[:, None])[:, 0]
             color = named_color((color_word * len(COLOR_NAMES)) >> 32)
             add = ~done
-            at = door_cell.gather(1, chosen[:, None])[:, 0]
+            at = doors[0]  # a select per wall, not a gather from a stacked (N, W) tensor
+            for n, cell in enumerate(doors[1:], 1):
+                at = torch.where(chosen == n, cell, at)
             door = code("door", "red", "closed") | (color << 4)
             cells = set_cell(cells, torch.where(add, at, -1), door)  # -1: no cell
             mask = torch.where(add, mask | (1 << chosen), mask)
