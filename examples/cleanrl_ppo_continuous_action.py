@@ -46,7 +46,7 @@ from gpuvec_envs.adapters.cleanrl import (
     episode_stats,
     to_torch,
 )
-from gpuvec_envs.video import record_video
+from gpuvec_envs.render.video import record_video
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

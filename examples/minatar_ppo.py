@@ -39,7 +39,7 @@ from torch.distributions.categorical import Categorical
 
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
 from gpuvec_envs.adapters.cleanrl import RecordEpisodeStatistics, episode_stats
-from gpuvec_envs.video import record_video
+from gpuvec_envs.render.video import record_video
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

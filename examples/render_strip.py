@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
-from gpuvec_envs.viewer import tile
+from gpuvec_envs.render.viewer import tile
 
 GAMES = (
     "CartPole-v1",

@@ -17,10 +17,11 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 
+from gpuvec_envs.core.arguments import as_autoreset_mode
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.single import GpuEnv
-from gpuvec_envs.core.vector import GpuVecEnv, as_autoreset_mode
-from gpuvec_envs.wrappers import structured
+from gpuvec_envs.core.vector import GpuVecEnv
+from gpuvec_envs.core.wrapper import structured
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +58,7 @@ def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
     """Entry of ``gpuvec/MiniGrid-<name>-v0``, mirroring ``MiniGrid-<name>-v0``."""
     return EnvEntry(
         f"gpuvec/MiniGrid-{name}-v0",
-        f"gpuvec_envs.envs.minigrid_{cls}",
+        f"gpuvec_envs.envs.minigrid.{cls}",
         max_steps,
         f"MiniGrid-{name}-v0",
         kwargs={"max_steps": max_steps, **kwargs},
@@ -113,44 +114,53 @@ MINIGRID: tuple[EnvEntry, ...] = (
 )
 
 REGISTRY: tuple[EnvEntry, ...] = (
-    EnvEntry("gpuvec/CartPole-v0", "gpuvec_envs.envs.cartpole:CartPole", 200, "CartPole-v0"),
-    EnvEntry("gpuvec/CartPole-v1", "gpuvec_envs.envs.cartpole:CartPole", 500, "CartPole-v1"),
-    # classic-control suite
-    EnvEntry("gpuvec/Pendulum-v1", "gpuvec_envs.envs.pendulum:Pendulum", 200, "Pendulum-v1"),
     EnvEntry(
-        "gpuvec/MountainCar-v0", "gpuvec_envs.envs.mountain_car:MountainCar", 200, "MountainCar-v0"
+        "gpuvec/CartPole-v0", "gpuvec_envs.envs.classic.cartpole:CartPole", 200, "CartPole-v0"
+    ),
+    EnvEntry(
+        "gpuvec/CartPole-v1", "gpuvec_envs.envs.classic.cartpole:CartPole", 500, "CartPole-v1"
+    ),
+    # classic-control suite
+    EnvEntry(
+        "gpuvec/Pendulum-v1", "gpuvec_envs.envs.classic.pendulum:Pendulum", 200, "Pendulum-v1"
+    ),
+    EnvEntry(
+        "gpuvec/MountainCar-v0",
+        "gpuvec_envs.envs.classic.mountain_car:MountainCar",
+        200,
+        "MountainCar-v0",
     ),
     EnvEntry(
         "gpuvec/MountainCarContinuous-v0",
-        "gpuvec_envs.envs.continuous_mountain_car:ContinuousMountainCar",
+        "gpuvec_envs.envs.classic.continuous_mountain_car:ContinuousMountainCar",
         999,
         "MountainCarContinuous-v0",
     ),
-    EnvEntry("gpuvec/Acrobot-v1", "gpuvec_envs.envs.acrobot:Acrobot", 500, "Acrobot-v1"),
+    EnvEntry("gpuvec/Acrobot-v1", "gpuvec_envs.envs.classic.acrobot:Acrobot", 500, "Acrobot-v1"),
     # MinAtar
     EnvEntry(
         "gpuvec/MinAtar-Asterix-v0",
-        "gpuvec_envs.envs.minatar_asterix:Asterix",
+        "gpuvec_envs.envs.minatar.asterix:Asterix",
         None,
         "MinAtar/Asterix-v0",
     ),
     EnvEntry(
         "gpuvec/MinAtar-Asterix-v1",
-        "gpuvec_envs.envs.minatar_asterix:Asterix",
+        "gpuvec_envs.envs.minatar.asterix:Asterix",
         None,
         "MinAtar/Asterix-v1",
         kwargs={"minimal_action_set": True},
     ),
     EnvEntry(
         "gpuvec/MinAtar-Breakout-v0",
-        "gpuvec_envs.envs.minatar_breakout:Breakout",
+        "gpuvec_envs.envs.minatar.breakout:Breakout",
         None,
         "MinAtar/Breakout-v0",
         compiler=_BREAKOUT,
     ),
     EnvEntry(
         "gpuvec/MinAtar-Breakout-v1",
-        "gpuvec_envs.envs.minatar_breakout:Breakout",
+        "gpuvec_envs.envs.minatar.breakout:Breakout",
         None,
         "MinAtar/Breakout-v1",
         kwargs={"minimal_action_set": True},
@@ -158,40 +168,40 @@ REGISTRY: tuple[EnvEntry, ...] = (
     ),
     EnvEntry(
         "gpuvec/MinAtar-Freeway-v0",
-        "gpuvec_envs.envs.minatar_freeway:Freeway",
+        "gpuvec_envs.envs.minatar.freeway:Freeway",
         None,
         "MinAtar/Freeway-v0",
     ),
     EnvEntry(
         "gpuvec/MinAtar-Freeway-v1",
-        "gpuvec_envs.envs.minatar_freeway:Freeway",
+        "gpuvec_envs.envs.minatar.freeway:Freeway",
         None,
         "MinAtar/Freeway-v1",
         kwargs={"minimal_action_set": True},
     ),
     EnvEntry(
         "gpuvec/MinAtar-SpaceInvaders-v0",
-        "gpuvec_envs.envs.minatar_space_invaders:SpaceInvaders",
+        "gpuvec_envs.envs.minatar.space_invaders:SpaceInvaders",
         None,
         "MinAtar/SpaceInvaders-v0",
     ),
     EnvEntry(
         "gpuvec/MinAtar-SpaceInvaders-v1",
-        "gpuvec_envs.envs.minatar_space_invaders:SpaceInvaders",
+        "gpuvec_envs.envs.minatar.space_invaders:SpaceInvaders",
         None,
         "MinAtar/SpaceInvaders-v1",
         kwargs={"minimal_action_set": True},
     ),
     EnvEntry(
         "gpuvec/MinAtar-Seaquest-v0",
-        "gpuvec_envs.envs.minatar_seaquest:Seaquest",
+        "gpuvec_envs.envs.minatar.seaquest:Seaquest",
         None,
         "MinAtar/Seaquest-v0",
         compiler=_SEAQUEST,
     ),
     EnvEntry(
         "gpuvec/MinAtar-Seaquest-v1",
-        "gpuvec_envs.envs.minatar_seaquest:Seaquest",
+        "gpuvec_envs.envs.minatar.seaquest:Seaquest",
         None,
         "MinAtar/Seaquest-v1",
         kwargs={"minimal_action_set": True},
@@ -223,7 +233,7 @@ def compiler_options_for(env_id: str, overrides: Any = None) -> Any:
 def vector_env(env_def: EnvDef | str, *args: Any, **kwargs: Any) -> Any:
     """A :class:`GpuVecEnv` of ``env_def`` as ``make_vec`` returns it.
 
-    In a :class:`~gpuvec_envs.wrappers.StructuredObservation` if the env has an
+    In a :class:`~gpuvec_envs.core.wrapper.StructuredObservation` if the env has an
     observation view (MiniGrid's ``obs_mode="dict"``).
     """
     return structured(GpuVecEnv(env_def, *args, **kwargs))

@@ -33,7 +33,8 @@ from gpuvec_envs import compiler
 from gpuvec_envs.compiler import threads, warm
 from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.strategies import fresh_function
-from gpuvec_envs.core.vector import GpuVecEnv, ShellState, pure_step, user_obs
+from gpuvec_envs.core.step import ShellState, pure_step, user_obs
+from gpuvec_envs.core.vector import GpuVecEnv
 
 _log = logging.getLogger(__name__)
 

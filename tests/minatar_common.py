@@ -41,7 +41,7 @@ from minatar.gym import BaseEnv
 
 from gpuvec_envs.core.rng import RESET, STEP, Rng
 from gpuvec_envs.core.vector import GpuVecEnv
-from gpuvec_envs.envs._minatar import MinAtarState
+from gpuvec_envs.envs.minatar._common import MinAtarState
 
 
 class ReplayRandom:
@@ -122,7 +122,7 @@ class ParityDriver:
     """Our env and ``n`` minatar references in lockstep; every step asserts equality.
 
     Args:
-        env_def: Our game's :class:`~gpuvec_envs.envs._minatar.MinAtarEnv` instance.
+        env_def: Our game's :class:`~gpuvec_envs.envs.minatar._common.MinAtarEnv` instance.
         game: minatar's module name (``"breakout"``, ``"space_invaders"``...).
         n: Number of envs.
         words: Words each reference may consume per step (1 sticky draw + the game's draws

@@ -2,7 +2,7 @@
 
 The reference (``minigrid`` 3.2.0) draws from ``env.np_random`` (a ``numpy.random.Generator``).
 :class:`ReplayRandom` stands in for it and answers every call from a queue of our raw
-32-bit words, mapped as :mod:`gpuvec_envs.envs._grid` maps its draws:
+32-bit words, mapped as :mod:`gpuvec_envs.envs.minigrid._grid` maps its draws:
 
 * ``integers(low, high)`` -> ``low + (word * (high - low)) >> 32`` (one word),
 * ``choice(seq)`` -> ``seq[integers(0, len(seq))]``,
@@ -35,7 +35,7 @@ from gymnasium.utils.env_checker import check_env
 
 from gpuvec_envs.core.rng import RESET, STEP, Rng
 from gpuvec_envs.core.vector import GpuVecEnv
-from gpuvec_envs.envs._grid import GridState, unpack
+from gpuvec_envs.envs.minigrid._grid import GridState, unpack
 from gpuvec_envs.registry import entry
 
 
@@ -184,8 +184,8 @@ def segments(spans: dict[str, int]) -> Callable[[Any, ReplayRandom], None]:
 
 def retry_segments(env_def: Any, params: Any) -> Callable[[Any, ReplayRandom], None] | None:
     """The :func:`segments` patch of an env with bounded retry loops, or None."""
-    from gpuvec_envs.envs.minigrid_keycorridor import KeyCorridor
-    from gpuvec_envs.envs.minigrid_unlock import AGENT_ATTEMPTS, Unlock
+    from gpuvec_envs.envs.minigrid.keycorridor import KeyCorridor
+    from gpuvec_envs.envs.minigrid.unlock import AGENT_ATTEMPTS, Unlock
 
     if isinstance(env_def, KeyCorridor):
         k = env_def.placement_tries(params)

@@ -14,9 +14,9 @@ import time
 import pytest
 import torch
 
-from gpuvec_envs import bench
+from gpuvec_envs.bench import cli
 
-at = importlib.import_module("gpuvec_envs.autotune")  # the package's `autotune` is the function
+at = importlib.import_module("gpuvec_envs.bench.tuning")  # the package's `autotune` is the function
 
 FAST = {"backends": ("eager",), "min_time": 0.02, "repeats": 1}
 
@@ -172,7 +172,7 @@ def test_bench_cli_passes_the_autotune_options(tmp_path, capsys):
     args = "--num-envs 8 --backends eager --peers= --min-time 0.04 --repeats 1 --no-progress"
     tune = "--autotune --autotune-num-envs 8,16 --autotune-frame-skips 1,2"
     tune += " --autotune-rollout-steps 4"
-    rc = bench.main([*args.split(), *tune.split(), "--json", str(out)])
+    rc = cli.main([*args.split(), *tune.split(), "--json", str(out)])
     assert rc == 0
     (tuned,) = json.loads(out.read_text())["autotune"]
     sizes = [(c["stage"], c["num_envs"], c["frame_skip"]) for c in tuned["candidates"]]

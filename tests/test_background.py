@@ -299,7 +299,7 @@ def test_background_module_pickles_the_env_step_job():
     env = gym.make_vec(ENV_ID, num_envs=4, backend="background")
     env.reset(seed=0)
     step = env.unwrapped._step
-    job = background.WarmJob(
+    job = compiler_backend.WarmJob(
         step._raw, step._bound, "t", (env.unwrapped.state,), True, step.options, 1
     )
     assert background._payload(job) is not None

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from gpuvec_envs import bench
+from gpuvec_envs.bench import cli, measure
 
 
 def test_bench_cli_tiny_sweep_writes_json_and_png(tmp_path, capsys):
     out_json, out_png = tmp_path / "b.json", tmp_path / "b.png"
-    rc = bench.main(
+    rc = cli.main(
         [
             "--envs",
             "CartPole-v1",
@@ -69,11 +69,11 @@ def test_time_interleaved_takes_one_block_of_each_configuration_per_repeat():
     log = []
 
     def opened(name, num_envs):
-        result = bench.Result("gpuvec/CartPole-v1", name, num_envs, 0.0, 0.0, 0.0, [])
-        return bench.Opened(result, lambda i: log.append((name, i)), lambda: None)
+        result = measure.Result("gpuvec/CartPole-v1", name, num_envs, 0.0, 0.0, 0.0, [])
+        return measure.Opened(result, lambda i: log.append((name, i)), lambda: None)
 
     a, b = opened("a", 4), opened("b", 8)
-    bench.time_interleaved([a, b], min_time=0.003, repeats=3)
+    measure.time_interleaved([a, b], min_time=0.003, repeats=3)
     blocks = [name for k, (name, _) in enumerate(log) if k == 0 or log[k - 1][0] != name]
     assert blocks == ["a", "b"] + ["a", "b"] * 3  # calibration, then the repeats in turn
     for o in (a, b):
@@ -85,25 +85,25 @@ def test_time_interleaved_takes_one_block_of_each_configuration_per_repeat():
 
 
 def test_peer_caps_in_plan():
-    args = bench.build_parser().parse_args(
+    args = cli.build_parser().parse_args(
         ["--num-envs", "1,64,4096", "--peer-max-envs", "64", "--async-max-envs", "2"]
     )
-    jobs = bench.plan(args)
+    jobs = cli.plan(args)
     sizes = {
-        p: sorted(kw["num_envs"] for k, kw in jobs if kw.get("peer") == p) for p in bench.PEERS
+        p: sorted(kw["num_envs"] for k, kw in jobs if kw.get("peer") == p) for p in measure.PEERS
     }
     assert sizes == {"sync": [1, 64], "async": [1, 2], "numpy": [1, 64, 4096], "envpool": [1, 64]}
 
 
 def test_validate_flag_times_the_checked_env():
-    args = bench.build_parser().parse_args(["--envs", "CartPole-v1", "--num-envs", "8"])
-    assert all("validate" not in kw for k, kw in bench.plan(args) if k == "gpuvec")
-    args = bench.build_parser().parse_args(
+    args = cli.build_parser().parse_args(["--envs", "CartPole-v1", "--num-envs", "8"])
+    assert all("validate" not in kw for k, kw in cli.plan(args) if k == "gpuvec")
+    args = cli.build_parser().parse_args(
         ["--envs", "CartPole-v1", "--num-envs", "8", "--validate", "--backends", "eager"]
     )
-    jobs = [kw for k, kw in bench.plan(args) if k == "gpuvec"]
+    jobs = [kw for k, kw in cli.plan(args) if k == "gpuvec"]
     assert jobs and all(kw["validate"] is True for kw in jobs)
-    opened = bench.open_gpuvec(**jobs[0])
+    opened = measure.open_gpuvec(**jobs[0])
     opened.close()
     assert opened.result.impl == "gpuvec-eager-validate"
 
@@ -112,7 +112,7 @@ def test_bench_competitor_threads_first_step_and_isa(tmp_path, capsys):
     import torch
 
     out_json = tmp_path / "c.json"
-    rc = bench.main(
+    rc = cli.main(
         [
             "--envs",
             "CartPole-v1",
@@ -151,7 +151,7 @@ def test_bench_competitor_threads_first_step_and_isa(tmp_path, capsys):
     )
     printed = capsys.readouterr().out
     assert "first step (s)" in printed
-    assert f"| {bench.fmt_ratio(row['vs gpuvec 1t same N'])} |" in printed
+    assert f"| {measure.fmt_ratio(row['vs gpuvec 1t same N'])} |" in printed
 
 
 @pytest.mark.parametrize(
@@ -159,10 +159,10 @@ def test_bench_competitor_threads_first_step_and_isa(tmp_path, capsys):
 )
 def test_ratios_below_one_keep_two_digits(ratio, text):
     """0.95x must not print as 0.9x: a target such as "never below 0.9x" is read off it."""
-    assert bench.fmt_ratio(ratio) == text
+    assert measure.fmt_ratio(ratio) == text
 
 
 def test_busy_processes_are_gone_afterwards():
-    with bench.busy_processes(2) as procs:
+    with measure.busy_processes(2) as procs:
         assert all(p.poll() is None for p in procs)
     assert all(p.poll() is not None for p in procs)

@@ -15,8 +15,8 @@ from torch.utils import _pytree as pytree
 
 import gpuvec_envs
 from gpuvec_envs import EnvDef, EnvDefError, GpuVecEnv, check_env_def
+from gpuvec_envs.core.arguments import resolve_env_def
 from gpuvec_envs.core.env import params_from_kwargs
-from gpuvec_envs.core.vector import resolve_env_def
 
 
 # -- a valid env to break -----------------------------------------------------------------
@@ -83,7 +83,7 @@ def test_every_registered_env_passes(env):
 
 
 def test_registered_env_traced():
-    check_env_def("gpuvec_envs.envs.cartpole:CartPole", steps=4, trace=True, compiled=False)
+    check_env_def("gpuvec_envs.envs.classic.cartpole:CartPole", steps=4, trace=True, compiled=False)
 
 
 @pytest.mark.slow

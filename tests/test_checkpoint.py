@@ -259,7 +259,7 @@ def _bad_checkpoints(sd: dict[str, Any]) -> list[tuple[str, Any, type, str]]:
     return [
         ("not a dict", [1, 2], TypeError, "must be a dict"),
         ("version", edit(format_version=99), ValueError, "format_version"),
-        ("env", edit(env_def="gpuvec_envs.envs.pendulum:Pendulum"), ValueError, "Pendulum"),
+        ("env", edit(env_def="gpuvec_envs.envs.classic.pendulum:Pendulum"), ValueError, "Pendulum"),
         ("env id", edit(env_id="gpuvec/CartPole-v0"), ValueError, "CartPole-v0"),
         ("num_envs", edit(num_envs=5), ValueError, "num_envs"),
         ("dtype", edit(dtype="float64"), ValueError, "dtype"),
@@ -292,6 +292,27 @@ def test_bad_checkpoints_raise_and_change_nothing() -> None:
         assert_sd_equal(env.state_dict(), good, name)
     acts = actions(env, 10, seed=1)
     assert_outputs_equal(run(env, acts), run(twin, acts))
+
+
+@pytest.mark.parametrize(
+    ("env_id", "old_path"),
+    [
+        ("gpuvec/CartPole-v1", "gpuvec_envs.envs.cartpole:CartPole"),
+        ("gpuvec/MinAtar-Breakout-v1", "gpuvec_envs.envs.minatar_breakout:Breakout"),
+    ],
+)
+def test_checkpoints_naming_an_env_module_by_its_earlier_path_load(env_id, old_path) -> None:
+    env = make(env_id, 3)
+    env.reset(seed=0)
+    run(env, actions(env, 4, seed=0))
+    sd = env.state_dict()
+    assert sd["env_def"] != old_path  # the module moved to its family's folder
+    other = make(env_id, 3)
+    other.load_state_dict({**sd, "env_def": old_path})
+    assert_sd_equal(other.state_dict(), sd)
+    wrong = old_path.replace(":", ":Not")
+    with pytest.raises(ValueError, match="checkpoint of env"):
+        other.load_state_dict({**sd, "env_def": wrong})
 
 
 def test_non_strict_load_ignores_unknown_keys_and_keeps_params() -> None:

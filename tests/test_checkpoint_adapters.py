@@ -15,15 +15,15 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecNormalize
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
-from gpuvec_envs.adapters.sb3 import SB3VecEnv, make_sb3_vec_env
-from gpuvec_envs.core.vector import GpuVecEnv
-from gpuvec_envs.wrappers import (
+from gpuvec_envs.adapters.cleanrl import (
     ClipAction,
     NormalizeObservation,
     NormalizeReward,
     RecordEpisodeStatistics,
     RunningMeanStd,
 )
+from gpuvec_envs.adapters.sb3 import SB3VecEnv, make_sb3_vec_env
+from gpuvec_envs.core.vector import GpuVecEnv
 
 
 def roundtrip(sd: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +135,7 @@ def test_vec_normalize_save_and_load_over_the_adapter(tmp_path: Any) -> None:
 
 def wrapper_stack(mode: str) -> Any:
     env = GpuVecEnv(
-        "gpuvec_envs.envs.pendulum:Pendulum",
+        "gpuvec_envs.envs.classic.pendulum:Pendulum",
         3,
         backend="eager",
         autoreset_mode=mode,

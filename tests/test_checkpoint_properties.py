@@ -29,10 +29,14 @@ from hypothesis.stateful import (
 )
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
+from gpuvec_envs.adapters.cleanrl import (
+    NormalizeObservation,
+    NormalizeReward,
+    RecordEpisodeStatistics,
+)
 from gpuvec_envs.adapters.sb3 import SB3VecEnv
 from gpuvec_envs.core.vector import GpuVecEnv
 from gpuvec_envs.rollout import RolloutCollector
-from gpuvec_envs.wrappers import NormalizeObservation, NormalizeReward, RecordEpisodeStatistics
 
 N = 4
 #: Env ID -> (a param field, strategy of its values) used by set_params.
@@ -222,7 +226,7 @@ def test_invalid_constructor_arguments_raise(key: str, bad_int: Any, bad_name: s
     }[key]
     num_envs = kw.pop("num_envs", 2)
     with pytest.raises((TypeError, ValueError)) as info:
-        GpuVecEnv("gpuvec_envs.envs.cartpole:CartPole", num_envs, **kw)
+        GpuVecEnv("gpuvec_envs.envs.classic.cartpole:CartPole", num_envs, **kw)
     assert str(info.value)
 
 
@@ -239,7 +243,7 @@ def test_unknown_env_keywords_raise_type_error(name: str, value: Any) -> None:
     if name in known:
         return
     with pytest.raises(TypeError, match=name):
-        GpuVecEnv("gpuvec_envs.envs.cartpole:CartPole", 2, **{name: value})
+        GpuVecEnv("gpuvec_envs.envs.classic.cartpole:CartPole", 2, **{name: value})
 
 
 @pytest.fixture(scope="module")

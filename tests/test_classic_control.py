@@ -17,7 +17,7 @@ from gymnasium.vector import AutoresetMode
 from reference import REFERENCES, Reference
 
 from gpuvec_envs.core.rng import STEP, Rng
-from gpuvec_envs.envs.acrobot import WRAP_ITERS, wrap
+from gpuvec_envs.envs.classic.acrobot import WRAP_ITERS, wrap
 
 F64 = torch.float64
 

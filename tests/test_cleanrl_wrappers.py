@@ -1,4 +1,4 @@
-"""Tensor vector wrappers (gpuvec_envs.wrappers) against gymnasium's numpy vector wrappers.
+"""Tensor vector wrappers (gpuvec_envs.adapters.cleanrl) against gymnasium's numpy vector wrappers.
 
 Parity method: record a trajectory of the raw tensor env, replay it as numpy through a
 gymnasium VectorEnv into gymnasium's wrapper, and run our wrapper on a fresh env with the

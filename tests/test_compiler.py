@@ -64,14 +64,16 @@ def test_options_come_from_defaults_env_var_entry_and_keyword(monkeypatch):
 
 def test_bad_options_raise_clear_errors(monkeypatch):
     with pytest.raises(TypeError, match=r"unknown compiler option\(s\) \['lean'\]"):
-        GpuVecEnv("gpuvec_envs.envs.cartpole:CartPole", 2, compiler_options={"lean": False})
+        GpuVecEnv("gpuvec_envs.envs.classic.cartpole:CartPole", 2, compiler_options={"lean": False})
     with pytest.raises(TypeError, match="cpp_schedule must be a bool"):
         CompilerOptions(cpp_schedule=1)
     with pytest.raises(TypeError, match="dict or a CompilerOptions"):
-        GpuVecEnv("gpuvec_envs.envs.cartpole:CartPole", 2, compiler_options="lean_wrapper=0")
+        GpuVecEnv(
+            "gpuvec_envs.envs.classic.cartpole:CartPole", 2, compiler_options="lean_wrapper=0"
+        )
     monkeypatch.setenv("GPUVEC_COMPILER", "cpp_schedule=2")
     with pytest.raises(ValueError, match="GPUVEC_COMPILER: bad entry 'cpp_schedule=2'"):
-        GpuVecEnv("gpuvec_envs.envs.cartpole:CartPole", 2)
+        GpuVecEnv("gpuvec_envs.envs.classic.cartpole:CartPole", 2)
     monkeypatch.setenv("GPUVEC_COMPILER", "inductor=1")
     with pytest.raises(ValueError, match="bad entry"):
         resolve()

@@ -19,8 +19,8 @@ import torch
 import gpuvec_envs
 from gpuvec_envs import GpuVecEnv, check_env_def
 from gpuvec_envs.adapters import make_sb3_vec_env
+from gpuvec_envs.adapters.cleanrl import NormalizeObservation, RecordEpisodeStatistics
 from gpuvec_envs.rollout import RolloutCollector
-from gpuvec_envs.wrappers import NormalizeObservation, RecordEpisodeStatistics
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 

@@ -23,7 +23,8 @@ from gpuvec_envs.compiler import Backend, flat
 from gpuvec_envs.compiler.pytree import layout, leaf_paths, make_flattener
 from gpuvec_envs.core.allocator import retain_freed_memory
 from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
-from gpuvec_envs.core.vector import GpuVecEnv, pure_step
+from gpuvec_envs.core.step import pure_step
+from gpuvec_envs.core.vector import GpuVecEnv
 from gpuvec_envs.registry import REGISTRY
 
 ALL_IDS = GENERIC_IDS
@@ -132,7 +133,7 @@ def test_bad_constructor_arguments() -> None:
         ({"render_mode": "ansi"}, ValueError, "render_mode"),
     ]:
         with pytest.raises(exc, match=match):
-            GpuVecEnv("gpuvec_envs.envs.cartpole:CartPole", **{"num_envs": 2, **kwargs})
+            GpuVecEnv("gpuvec_envs.envs.classic.cartpole:CartPole", **{"num_envs": 2, **kwargs})
 
 
 def test_dtype_device_and_autoreset_mode_spellings() -> None:

@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
 from gpuvec_envs.core.rng import RESET, Rng, keys_from_seeds
-from gpuvec_envs.core.vector import pure_step
+from gpuvec_envs.core.step import pure_step
 from gpuvec_envs.registry import REGISTRY
 
 #: One registered ID per env class (the first).

@@ -16,7 +16,7 @@ import gpuvec_envs  # noqa: F401  (registers gpuvec/...)
 from gpuvec_envs import compiler
 from gpuvec_envs.core import rng
 from gpuvec_envs.core.eager import host_eager
-from gpuvec_envs.core.vector import contiguous
+from gpuvec_envs.core.step import contiguous
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 import torch
 from minatar_common import ParityDriver, check_registered, compare_backends, single_thread
 
-from gpuvec_envs.envs.minatar_asterix import Asterix, AsterixState
+from gpuvec_envs.envs.minatar.asterix import Asterix, AsterixState
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 __all__ = ["single_thread"]

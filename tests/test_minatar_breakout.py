@@ -7,7 +7,7 @@ import pytest
 import torch
 from minatar_common import ParityDriver, check_registered, compare_backends, single_thread
 
-from gpuvec_envs.envs.minatar_breakout import FULL_WALL, Breakout, BreakoutState
+from gpuvec_envs.envs.minatar.breakout import FULL_WALL, Breakout, BreakoutState
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 __all__ = ["single_thread"]

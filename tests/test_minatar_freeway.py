@@ -13,7 +13,7 @@ from minatar_common import (
     single_thread,
 )
 
-from gpuvec_envs.envs.minatar_freeway import Freeway, FreewayState
+from gpuvec_envs.envs.minatar.freeway import Freeway, FreewayState
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 __all__ = ["single_thread"]

@@ -18,7 +18,7 @@ import torch
 from minatar_common import ParityDriver, check_registered, compare_backends
 
 import gpuvec_envs  # noqa: F401  (registers the IDs)
-from gpuvec_envs.envs.minatar_seaquest import (
+from gpuvec_envs.envs.minatar.seaquest import (
     AGE_SHIFT,
     BULLET_SLOTS,
     DEAD,

@@ -15,7 +15,7 @@ import torch
 from minatar_common import ParityDriver, check_registered, compare_backends
 
 import gpuvec_envs  # noqa: F401  (registers the IDs)
-from gpuvec_envs.envs.minatar_space_invaders import SpaceInvaders, SpaceInvadersState
+from gpuvec_envs.envs.minatar.space_invaders import SpaceInvaders, SpaceInvadersState
 
 MAPS = {"f": "f_bullet_map", "e": "e_bullet_map", "a": "alien_map"}
 SCALARS = {

@@ -13,9 +13,10 @@ from minatar_common import single_thread
 from minigrid_common import ParityDriver
 from test_minigrid_engine import compare_backends
 
-from gpuvec_envs.envs._grid import COLOR_TO_IDX
+from gpuvec_envs.adapters.cleanrl import RecordEpisodeStatistics, to_numpy
+from gpuvec_envs.core.wrapper import StructuredObservation
+from gpuvec_envs.envs.minigrid._grid import COLOR_TO_IDX
 from gpuvec_envs.registry import MINIGRID, entry
-from gpuvec_envs.wrappers import RecordEpisodeStatistics, StructuredObservation, to_numpy
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 __all__ = ["single_thread"]

@@ -120,7 +120,7 @@ def test_cuda_candidate_layout_draws_the_cpu_layouts_grids(
 ) -> None:
     """Placements laid along the cells (CUDA's layout, ``_grid.LANE_DEVICES``) pick the
     same cells as the CPU's K candidates: equal grids over many resets."""
-    from gpuvec_envs.envs import _grid
+    from gpuvec_envs.envs.minigrid import _grid
 
     def grids(lane_devices: tuple[str, ...]) -> list[torch.Tensor]:
         monkeypatch.setattr(_grid, "LANE_DEVICES", lane_devices)

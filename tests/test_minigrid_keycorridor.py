@@ -7,7 +7,7 @@ import pytest
 from minatar_common import single_thread
 from minigrid_common import ParityDriver, check_registered
 
-from gpuvec_envs.envs.minigrid_keycorridor import (
+from gpuvec_envs.envs.minigrid.keycorridor import (
     KeyCorridor,
     KeyCorridorParams,
     additions,

@@ -10,7 +10,7 @@ import torch
 from minatar_common import single_thread
 from minigrid_common import ParityDriver, ReplayRandom, check_registered
 
-from gpuvec_envs.envs.minigrid_unlock import AGENT_ATTEMPTS, Unlock, UnlockParams
+from gpuvec_envs.envs.minigrid.unlock import AGENT_ATTEMPTS, Unlock, UnlockParams
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 __all__ = ["single_thread"]

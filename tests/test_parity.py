@@ -15,7 +15,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from reference import REFERENCES, Reference
 
-from gpuvec_envs.core.vector import contiguous
+from gpuvec_envs.core.step import contiguous
 
 IDS = sorted(REFERENCES)
 

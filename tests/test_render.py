@@ -32,9 +32,9 @@ from gymnasium.error import DependencyNotInstalled
 from registry_ids import GENERIC_IDS
 
 from gpuvec_envs.core.vector import GpuVecEnv
-from gpuvec_envs.envs import _minatar
+from gpuvec_envs.envs.minatar import _common as _minatar
 from gpuvec_envs.registry import REGISTRY
-from gpuvec_envs.viewer import tile
+from gpuvec_envs.render.viewer import tile
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 WHITE = (255, 255, 255)

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 import torch
 
-from gpuvec_envs import bench, bench_gymnax, bench_suites, report
+from gpuvec_envs.bench import cli, measure, peer_gymnax, report, suites
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -167,8 +167,8 @@ def test_committed_benchmarks_md_is_the_render_of_the_committed_json():
 
 
 def test_tiny_sweep_json_and_gymnax_note(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench_gymnax, "gymnax_missing", lambda: "gymnax peer skipped: test")
-    sec = bench_suites.Section(
+    monkeypatch.setattr(peer_gymnax, "gymnax_missing", lambda: "gymnax peer skipped: test")
+    sec = suites.Section(
         "tiny",
         "Tiny",
         ("gpuvec/CartPole-v1",),
@@ -178,7 +178,7 @@ def test_tiny_sweep_json_and_gymnax_note(tmp_path, monkeypatch):
         rollout_steps=3,
     )
     path = tmp_path / "out" / "r.json"
-    rep = bench_suites.run_report(
+    rep = suites.run_report(
         [sec], min_time=0.01, repeats=3, backend="eager", log=None, json_path=str(path)
     )
     data = json.loads(path.read_text())
@@ -204,23 +204,21 @@ def test_tiny_sweep_json_and_gymnax_note(tmp_path, monkeypatch):
 
 def test_suite_flag_needs_json():
     with pytest.raises(ValueError, match="--json"):
-        bench.main(["--suite", "report"])
+        cli.main(["--suite", "report"])
 
 
 def test_linear_policy_matches_shapes_and_bounds():
     import gymnasium as gym
 
     box = gym.spaces.Box(-2.0, 2.0, (1,))
-    pol = bench_suites.LinearPolicy(gym.spaces.Box(-1, 1, (3,)), box)
+    pol = measure.LinearPolicy(gym.spaces.Box(-1, 1, (3,)), box)
     a = pol(torch.randn(5, 3) * 100)
     assert a.shape == (5, 1) and a.dtype == torch.float32
     assert bool(((a >= -2) & (a <= 2)).all())
-    disc = bench_suites.LinearPolicy(
-        gym.spaces.Box(0, 1, (10, 10, 4), bool), gym.spaces.Discrete(3)
-    )
+    disc = measure.LinearPolicy(gym.spaces.Box(0, 1, (10, 10, 4), bool), gym.spaces.Discrete(3))
     obs = torch.zeros(6, 10, 10, 4, dtype=torch.bool)
     obs[:, 0, 0, 0] = True
-    w = torch.from_numpy(bench_gymnax.policy_weights(400, 3))
+    w = torch.from_numpy(measure.policy_weights(400, 3))
     assert torch.equal(disc(obs), w[0].argmax().expand(6))
 
 

@@ -25,7 +25,7 @@ from gpuvec_envs.adapters.sb3 import to_host
 from gpuvec_envs.core import EnvDef, GpuVecEnv, Rng
 from gpuvec_envs.core import eager as eager_module
 from gpuvec_envs.core import rng as rng_module
-from gpuvec_envs.envs.cartpole import CartPoleState
+from gpuvec_envs.envs.classic.cartpole import CartPoleState
 
 #: Where an eager CPU step reads its own CPU tensors (host shortcuts, never on CUDA)
 HOST_FILES = (eager_module.__file__, rng_module.__file__)
@@ -314,7 +314,9 @@ def test_get_set_attr_env_method_env_is_wrapped() -> None:
     env.set_attr("masspole", 0.5)  # all envs: indices=None
     assert env.get_attr("masspole") == [0.5] * n
     env.set_attr("masspole", 0.5, indices=[0, 1, -1])  # every env, listed
-    heavy = GpuVecEnv("gpuvec_envs.envs.cartpole:CartPole", n, backend="eager", masspole=0.5)
+    heavy = GpuVecEnv(
+        "gpuvec_envs.envs.classic.cartpole:CartPole", n, backend="eager", masspole=0.5
+    )
     heavy.reset(seed=0)
     heavy.set_env_state(state)
     acts = np.array([0, 1, 1])

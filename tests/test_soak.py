@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuvec_envs.soak import main, soak
+from gpuvec_envs.bench.soak import main, soak
 
 
 def test_tiny_soak_counts_every_operation(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@
 # eager, compiled and graphed, against the CPU step by step), gpu.json (python -m
 # gpuvec_envs.bench --suite gpu), bench.log, prewarm.log (the benchmark's compiles, run
 # beside the tests) and failures.txt. Copy gpu.json to docs/results/gpu.json; `python -m
-# gpuvec_envs.report render docs/results/cpu.json` then adds its GPU section to
+# gpuvec_envs.bench.report render docs/results/cpu.json` then adds its GPU section to
 # BENCHMARKS.md. Last, ppo.json and ppo.log (tools/gpu_ppo.py: PPO on CartPole to a mean
 # return of 475, --overlap off and on, and gymnasium's SyncVectorEnv). It runs in under 8
 # minutes on an H200 (16 CPUs): the tests take up to 4, the benchmark up to 3.5 (timeouts
@@ -51,7 +51,7 @@ export GPUVEC_COMPILER="${GPUVEC_COMPILER:-warm_start=0}"
 
 # the benchmark's compiles fill inductor's cache meanwhile, in 4 processes of their own
 export TORCHINDUCTOR_COMPILE_THREADS=1  # many compiling processes at once: no worker pools
-timeout 240 python3 -m gpuvec_envs.bench_suites prewarm 6 >"$OUT_DIR/prewarm.log" 2>&1 &
+timeout 240 python3 -m gpuvec_envs.bench.suites prewarm 6 >"$OUT_DIR/prewarm.log" 2>&1 &
 prewarm=$!
 
 # the MiniGrid lava worlds' compiled CUDA steps, one path per process with synchronous
@@ -81,7 +81,7 @@ timeout "${BENCH_S:-200}" python3 -m gpuvec_envs.bench --suite gpu --min-time 0.
     --json "$OUT_DIR/gpu.json" >"$OUT_DIR/bench.log" 2>&1
 bench=$?
 tail -n 5 "$OUT_DIR/bench.log"
-python3 -m gpuvec_envs.report gpu-table "$OUT_DIR/gpu.json" 2>&1 | tee "$OUT_DIR/gpu_table.md"
+python3 -m gpuvec_envs.bench.report gpu-table "$OUT_DIR/gpu.json" 2>&1 | tee "$OUT_DIR/gpu_table.md"
 echo "[gpu_check] bench exit $bench after $(( $(date +%s) - start )) s"
 
 # 3. PPO on CartPole to a mean return of 475 (tools/gpu_ppo.py: gpuvec with --overlap off

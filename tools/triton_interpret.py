@@ -54,7 +54,7 @@ import torch  # noqa: E402
 import gpuvec_envs  # noqa: E402, F401 - registers the IDs
 from gpuvec_envs.compiler import fake_cuda, flat  # noqa: E402
 from gpuvec_envs.compiler.pytree import leaf_paths, make_flattener  # noqa: E402
-from gpuvec_envs.core.vector import pure_step  # noqa: E402
+from gpuvec_envs.core.step import pure_step  # noqa: E402
 
 GUARD = 4096  # bytes before and after every tensor
 FILL = 0xA5  # byte of fresh buffers

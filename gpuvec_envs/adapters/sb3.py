@@ -52,7 +52,8 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 )
 
 from gpuvec_envs.core import checkpoint
-from gpuvec_envs.core.vector import GpuVecEnv, StepOut
+from gpuvec_envs.core.step import StepOut
+from gpuvec_envs.core.vector import GpuVecEnv
 from gpuvec_envs.registry import make_same_step
 
 __all__ = ["SB3VecEnv", "make_sb3_vec_env"]

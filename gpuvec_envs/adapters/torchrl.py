@@ -48,14 +48,10 @@ from torchrl.data import Binary, Bounded, Categorical, Composite, OneHot, Tensor
 from torchrl.envs import EnvBase
 
 from gpuvec_envs.core import checkpoint
-from gpuvec_envs.core.vector import (
-    GpuVecEnv,
-    StepOut,
-    bool_observation,
-    user_obs,
-)
+from gpuvec_envs.core.step import StepOut, bool_observation, user_obs
+from gpuvec_envs.core.vector import GpuVecEnv
+from gpuvec_envs.core.wrapper import StructuredObservation
 from gpuvec_envs.registry import make_same_step
-from gpuvec_envs.wrappers import StructuredObservation
 
 __all__ = ["TorchRLEnv", "make_torchrl_env"]
 
@@ -174,7 +170,7 @@ class TorchRLEnv(EnvBase):
 
     Args:
         venv: The batched env, built with ``autoreset_mode="same_step"``, or a
-            :class:`~gpuvec_envs.wrappers.StructuredObservation` over one (MiniGrid's
+            :class:`~gpuvec_envs.core.wrapper.StructuredObservation` over one (MiniGrid's
             ``obs_mode="dict"``). Its ``validate`` setting decides the value checks: with
             ``True`` every step reads back whether the actions are in range (and one-hot)
             and whether the outputs are finite; with ``False`` nothing is read back.

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from gpuvec_envs.compiler import warm
-from gpuvec_envs.compiler.background import BackgroundBuild, WarmJob
+from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.options import CompilerOptions, resolve
 from gpuvec_envs.compiler.pytree import on_cuda
 from gpuvec_envs.compiler.report import CompileReport, Fallback
@@ -187,6 +187,11 @@ class Backend:
             yield_to_child and self.options.yield_to_compile and available_cpus() <= YIELD_MAX_CPUS
         )
         self._owed_pause = 0.0
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        """The uncompiled function with its bound arguments: ``function(*args)``."""
+        return functools.partial(self._raw, *self._bound)
 
     def __call__(self, *args: Any) -> Any:
         """Call the function; a compiled backend compiles (or switches) on its first calls."""
@@ -431,3 +436,29 @@ class Backend:
             kernels=built.kernels,
         )
         return built.call, strategy, report, built.out
+
+
+@dataclasses.dataclass
+class WarmJob:
+    """What a child process compiles: ``Backend(fn, bound, "compile", ...)(*args)``."""
+
+    fn: Callable[..., Any]
+    bound: tuple[Any, ...]
+    tag: str
+    args: tuple[Any, ...]
+    state_first: bool
+    options: Any  # CompilerOptions
+    threads: int  # torch.get_num_threads() of the parent (inductor's codegen reads it)
+
+    def __call__(self) -> None:
+        """Compile (in the child process)."""
+        torch.set_num_threads(self.threads)
+        backend = Backend(
+            self.fn,
+            self.bound,
+            "compile",
+            self.tag,
+            state_first=self.state_first,
+            compiler=self.options,
+        )
+        backend(*self.args)

@@ -1,9 +1,10 @@
 """Compilation off the caller's path (the ``background`` backend): cache warming.
 
 A cold inductor compile takes seconds to minutes, most of it Python. A
-:class:`BackgroundBuild` runs a :class:`WarmJob` (the function, its bound arguments and
-example arguments, pickled with cloudpickle, so classes defined in ``__main__`` and
-closures travel too) in a child process, which compiles the same graph and so fills
+:class:`BackgroundBuild` runs a job (any picklable callable; the backend's is
+:class:`~gpuvec_envs.compiler.backend.WarmJob`: the function, its bound arguments and
+example arguments), pickled with cloudpickle so that classes defined in ``__main__`` and
+closures travel too, in a child process, which compiles the same graph and so fills
 inductor's on-disk cache, while the caller goes on calling the function eagerly. The
 caller then builds the compiled call itself, from the warm cache (a few seconds), on its
 own thread: tracing (``make_fx``) patches ``torch.nn.Module.__call__`` process-wide while
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import os
 import subprocess
 import sys
@@ -34,38 +34,8 @@ _LIVE: weakref.WeakSet[BackgroundBuild] = weakref.WeakSet()
 _SLOTS = threading.Semaphore(1)
 
 
-@dataclasses.dataclass
-class WarmJob:
-    """What a child process compiles: ``Backend(fn, bound, "compile", ...)(*args)``."""
-
-    fn: Callable[..., Any]
-    bound: tuple[Any, ...]
-    tag: str
-    args: tuple[Any, ...]
-    state_first: bool
-    options: Any  # CompilerOptions
-    threads: int  # torch.get_num_threads() of the parent (inductor's codegen reads it)
-
-    def __call__(self) -> None:
-        """Compile (in the child process)."""
-        import torch
-
-        from gpuvec_envs.compiler.backend import Backend
-
-        torch.set_num_threads(self.threads)
-        backend = Backend(
-            self.fn,
-            self.bound,
-            "compile",
-            self.tag,
-            state_first=self.state_first,
-            compiler=self.options,
-        )
-        backend(*self.args)
-
-
 class BackgroundBuild:
-    """A :class:`WarmJob` (any picklable callable) run in a child process, from a thread.
+    """A job (any picklable callable) run in a child process, from a thread.
 
     Attributes:
         ok: Whether the child finished without error (valid once :attr:`done`).

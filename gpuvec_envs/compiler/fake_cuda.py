@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -252,9 +251,8 @@ def lower_step(env: Any, **kwargs: Any) -> Lowering:
     """:func:`lower` of a :class:`~gpuvec_envs.core.vector.GpuVecEnv`'s step on CUDA.
 
     ``env`` is reset, on any device; its step (as ``step()`` runs it) is lowered for its
-    batch size, state and action layout.
+    batch size, state and action layout (its step :class:`~gpuvec_envs.compiler.Backend`'s
+    uncompiled function).
     """
-    from gpuvec_envs.core.vector import pure_step
-
-    fn = functools.partial(pure_step, env.env_def, env.params, env._step_cfg)
-    return lower(fn, (env.state, env._example_action()), compiler=env.compiler_options, **kwargs)
+    args = (env.state, env._example_action())
+    return lower(env._step.function, args, compiler=env.compiler_options, **kwargs)

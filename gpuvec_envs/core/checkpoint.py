@@ -17,9 +17,10 @@ import torch
 
 from gpuvec_envs.core.env import params_from_kwargs
 from gpuvec_envs.core.rng import RESET, Rng
+from gpuvec_envs.core.step import ShellState
 
 if TYPE_CHECKING:
-    from gpuvec_envs.core.vector import GpuVecEnv, ShellState
+    from gpuvec_envs.core.vector import GpuVecEnv
 
 #: Version of the checkpoint layout written by :func:`env_state_dict`.
 FORMAT_VERSION = 1
@@ -28,6 +29,30 @@ _PLAIN = (bool, int, float, str, type(None))
 _CONFIG = ("num_envs", "dtype", "autoreset_mode", "max_episode_steps", "frame_skip")
 _KEYS = frozenset({"format_version", "env_def", "env_id", "device", "params", "state", *_CONFIG})
 _SHELL_FIELDS = ("elapsed", "counter", "key0", "key1", "needs_reset")
+#: Env modules by their earlier paths (before the family folders), so that checkpoints
+#: written then still load: ``gpuvec_envs.envs.<old>`` -> ``gpuvec_envs.envs.<new>``.
+_MOVED_ENV_MODULES = {
+    f"gpuvec_envs.envs.{old}": f"gpuvec_envs.envs.{new}"
+    for old, new in {
+        "cartpole": "classic.cartpole",
+        "acrobot": "classic.acrobot",
+        "mountain_car": "classic.mountain_car",
+        "continuous_mountain_car": "classic.continuous_mountain_car",
+        "pendulum": "classic.pendulum",
+        "minatar_asterix": "minatar.asterix",
+        "minatar_breakout": "minatar.breakout",
+        "minatar_freeway": "minatar.freeway",
+        "minatar_seaquest": "minatar.seaquest",
+        "minatar_space_invaders": "minatar.space_invaders",
+        "minigrid_doorkey": "minigrid.doorkey",
+        "minigrid_dynamic_obstacles": "minigrid.dynamic_obstacles",
+        "minigrid_empty": "minigrid.empty",
+        "minigrid_fourrooms": "minigrid.fourrooms",
+        "minigrid_keycorridor": "minigrid.keycorridor",
+        "minigrid_lava": "minigrid.lava",
+        "minigrid_unlock": "minigrid.unlock",
+    }.items()
+}
 
 
 def env_identity(env: GpuVecEnv) -> str:
@@ -108,8 +133,6 @@ def _check_keys(d: Mapping[str, Any], expected: set[str] | frozenset[str], where
 
 def _template(env: GpuVecEnv, params: Any) -> ShellState:
     """A shell state of the right structure, shapes and dtypes (the current one if any)."""
-    from gpuvec_envs.core.vector import ShellState
-
     if env._state is not None and params == env.params:
         return env._state
     n, dev = env.num_envs, env.device
@@ -215,7 +238,8 @@ def prepare_load(env: GpuVecEnv, d: Mapping[str, Any], strict: bool = True) -> C
         _check_keys(d, _KEYS, "state dict")
     else:
         _check_keys({k: d[k] for k in d if k in required}, required, "state dict")
-    if d["env_def"] != env_identity(env):
+    module, _, qualname = str(d["env_def"]).partition(":")
+    if f"{_MOVED_ENV_MODULES.get(module, module)}:{qualname}" != env_identity(env):
         raise ValueError(f"checkpoint of env {d['env_def']!r}, not {env_identity(env)!r}")
     env_id = env.spec.id if env.spec is not None else None
     if strict and d["env_id"] != env_id:

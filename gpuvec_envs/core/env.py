@@ -161,7 +161,7 @@ class EnvDef(abc.ABC, Generic[State, Params]):
         The shell steps, validates, checkpoints and returns ``final_obs`` as one tensor.
         An env whose users expect a structured observation (a ``Dict`` space) packs it
         into that tensor and returns here how to split it: ``gymnasium.make_vec`` then
-        wraps the shell in :class:`~gpuvec_envs.wrappers.StructuredObservation` and
+        wraps the shell in :class:`~gpuvec_envs.core.wrapper.StructuredObservation` and
         ``gymnasium.make``'s single env returns the split row. ``None`` (default): the
         observation is the tensor.
         """

@@ -1,18 +1,17 @@
-"""The one generic vector-env shell every gpuvec environment runs in.
+"""The one generic vector-env shell every gpuvec environment runs in: what users call.
 
 :class:`GpuVecEnv` is a :class:`gymnasium.vector.VectorEnv` over any :class:`EnvDef`. It owns
-spaces, device, dtype, the time limit, the three gymnasium autoreset modes, seeding, input
-validation and the pure step. A step is one pure function of the shell state and the action
-(autoreset and RNG included), compiled as one graph on the ``compile`` backend by
-:mod:`gpuvec_envs.compiler`; nothing in it loops over envs or waits on the device.
+spaces, device, dtype, the time limit, the three gymnasium autoreset modes, seeding,
+backends and rendering; it checks what users pass with :mod:`gpuvec_envs.core.arguments`
+and steps with :func:`gpuvec_envs.core.step.pure_step`, compiled as one graph by
+:mod:`gpuvec_envs.compiler`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -24,214 +23,32 @@ from torch.utils import _pytree as pytree
 from gpuvec_envs.compiler import Backend, CompileReport, CompilerOptions, resolve, threads
 from gpuvec_envs.core import checkpoint
 from gpuvec_envs.core.allocator import retain_freed_memory
-from gpuvec_envs.core.constants import traced
-from gpuvec_envs.core.eager import host_any, host_eager
-from gpuvec_envs.core.env import EnvDef, check_step_outputs, params_from_kwargs, select
-from gpuvec_envs.core.finite import check_finite, finite_probe, named_leaves
-from gpuvec_envs.core.rng import RESET, STEP, Rng, keys_from_seeds
-from gpuvec_envs.viewer import HUMAN_MAX_ENVS, HumanWindow, tile
-
-_MAX_SEED = 2**63
-
-
-class ShellState(NamedTuple):
-    """Everything the shell carries between steps, each with leading batch dimension N."""
-
-    env: Any  # the env's own NamedTuple of (N, ...) tensors
-    elapsed: torch.Tensor  # (N,) int32, simulation steps since the last reset
-    counter: torch.Tensor  # (N,) int64, RNG draw counter
-    key0: torch.Tensor  # (N,) int64, RNG key word (from the seed)
-    key1: torch.Tensor  # (N,) int64, RNG key word (from the seed)
-    # (N,) int32 0/1, NEXT_STEP: reset on the next step. int32, not uint8 or bool: inductor's
-    # CPU code turns a uint8 flag into a float/int64 select mask slowly.
-    needs_reset: torch.Tensor
-
-
-class StepOut(NamedTuple):
-    """Outputs of one pure step; flags are uint8 (0/1) and viewed as bool outside."""
-
-    state: ShellState
-    obs: torch.Tensor  # (N, *obs_shape)
-    reward: torch.Tensor  # (N,) float
-    terminated: torch.Tensor  # (N,) uint8
-    truncated: torch.Tensor  # (N,) uint8
-    final_obs: torch.Tensor | None  # SAME_STEP: (N, *obs_shape) obs before the autoreset
-    # with StepConfig.check_finite: 0-dim float64, 0 if every float output is finite, else NaN
-    probe: torch.Tensor | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class StepConfig:
-    """Trace-time constants of a step function (hashable, part of every compiled graph)."""
-
-    autoreset_mode: AutoresetMode
-    max_episode_steps: int | None
-    frame_skip: int
-    dtype: torch.dtype
-    check_finite: bool = False  # compute StepOut.probe (step() with validate=True)
-
-
-def resolve_env_def(env_def: EnvDef | str) -> EnvDef:
-    """Accept an :class:`EnvDef` instance or a ``"module:ClassName"`` string."""
-    if isinstance(env_def, str):
-        module, _, name = env_def.partition(":")
-        env_def = getattr(importlib.import_module(module), name)()
-    if not isinstance(env_def, EnvDef):
-        raise TypeError(f"expected an EnvDef, got {type(env_def).__name__}")
-    return env_def
-
-
-def as_dtype(dtype: Any) -> torch.dtype:
-    """Normalise ``torch.float32``, ``"float64"``, ``np.float32`` etc. to a float torch dtype."""
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype, None)
-    elif not isinstance(dtype, torch.dtype):
-        try:
-            dtype = getattr(torch, np.dtype(dtype).name)
-        except TypeError:
-            dtype = None
-    if dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
-    return dtype
-
-
-def as_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
-    """Accept an ``AutoresetMode``, its value (``"NextStep"``) or ``"next_step"`` (any case)."""
-    if isinstance(mode, AutoresetMode):
-        return mode
-    key = str(mode).replace("_", "").replace("-", "").lower()
-    for m in AutoresetMode:
-        if m.value.lower() == key:
-            return m
-    names = [m.value for m in AutoresetMode]
-    raise ValueError(f"autoreset_mode must be one of {names}, got {mode!r}")
-
-
-def as_flag(mask: torch.Tensor) -> torch.Tensor:
-    """Bool (N,) -> uint8 0/1, via int32.
-
-    Inductor's CPU code stores a bool converted straight to uint8 one byte at a time (~10x
-    slower than this vectorised path).
-    """
-    return mask.to(torch.int32).to(torch.uint8)
-
-
-def bool_observation(space: gym.Space) -> bool:
-    """Whether an env with this single-env observation space may code it as uint8 0/1."""
-    return isinstance(space, gym.spaces.Box) and space.dtype == np.bool_
-
-
-def user_obs(obs: torch.Tensor, coded: bool) -> torch.Tensor:
-    """An observation as users see it: uint8 0/1 of a bool space (``coded``) made bool.
-
-    Eager code reinterprets the bytes (a free view); traced code compares them with 0
-    (inductor before torch 2.13 cannot lower a view to bool).
-    """
-    if not coded or obs.dtype != torch.uint8:
-        return obs
-    return obs != 0 if traced(obs) else obs.view(torch.bool)
-
-
-def pure_step(
-    env_def: EnvDef, params: Any, cfg: StepConfig, state: ShellState, action: torch.Tensor
-) -> StepOut:
-    """One batched step with time limit, frame skip and autoreset; pure and branch-free.
-
-    Args:
-        env_def: The environment definition.
-        params: Its params dataclass.
-        cfg: Trace-time constants.
-        state: Shell state, batch N.
-        action: Shape (N, *action_shape), already validated and on the env's device.
-    """
-    env, elapsed, counter = state.env, state.elapsed, state.counter
-    reward = terminated = truncated = None
-    alive = None  # (N,) bool: still inside the episode during a frame skip
-    for frame in range(cfg.frame_skip):
-        rng = Rng(state.key0, state.key1, counter + frame, STEP)
-        nxt, r, term = env_def.step(params, env, action, rng)
-        check_step_outputs(env_def, r, term, elapsed.shape[0], elapsed.device)  # metadata only
-        r = r.to(cfg.dtype)
-        if alive is None:
-            env, reward, terminated, elapsed = nxt, r, term, elapsed + 1
-        else:
-            env = select(alive, nxt, env)
-            reward = reward + torch.where(alive, r, torch.zeros_like(r))
-            terminated = terminated | (alive & term)
-            elapsed = elapsed + alive.to(elapsed.dtype)
-        if cfg.max_episode_steps is None:
-            truncated = torch.zeros_like(terminated)
-        else:
-            truncated = elapsed >= cfg.max_episode_steps
-        alive = ~(terminated | truncated)
-
-    mode = cfg.autoreset_mode
-    final_obs = None
-    needs_reset = state.needs_reset
-    if mode is AutoresetMode.DISABLED:
-        obs = env_def.observation(params, env)
-    else:
-        # the envs that reset now; an eager host call that resets none skips the reset
-        # (its draws feed nothing else), with the same outputs
-        resets = needs_reset != 0 if mode is AutoresetMode.NEXT_STEP else terminated | truncated
-        skip = host_any(resets) is False
-        if not skip:
-            rng = Rng(state.key0, state.key1, counter, RESET)
-            fresh = env_def.reset(params, rng, cfg.dtype, None)
-            zero = torch.zeros_like(elapsed)
-        if mode is AutoresetMode.NEXT_STEP:
-            if not skip:
-                env = select(resets, fresh, env)
-                reward = torch.where(resets, torch.zeros_like(reward), reward)
-                terminated = terminated & ~resets
-                truncated = truncated & ~resets
-                elapsed = torch.where(resets, zero, elapsed)
-            needs_reset = (terminated | truncated).to(torch.int32)
-            obs = env_def.observation(params, env)
-        else:  # SAME_STEP
-            final_obs = env_def.observation(params, env)
-            if skip:
-                obs = final_obs.clone()
-            else:
-                env = select(resets, fresh, env)
-                elapsed = torch.where(resets, zero, elapsed)
-                obs = env_def.observation(params, env)
-    new_state = ShellState(
-        env, elapsed, counter + cfg.frame_skip, state.key0, state.key1, needs_reset
-    )
-    checked = (*pytree.tree_leaves(env), obs, reward, final_obs)
-    return StepOut(
-        new_state,
-        obs,
-        reward,
-        as_flag(terminated),
-        as_flag(truncated),
-        final_obs,
-        finite_probe(checked) if cfg.check_finite else None,
-    )
-
-
-def fused_post_step(
-    env_def: EnvDef,
-    params: Any,
-    cfg: StepConfig,
-    post: Callable[[StepOut, Any], tuple[Any, Any]],
-    carry: tuple[ShellState, Any],
-    action: torch.Tensor,
-) -> tuple[tuple[ShellState, Any], Any]:
-    """:func:`pure_step` followed by ``post(out, extra) -> (extra, result)`` (one graph).
-
-    ``carry = (shell_state, extra)``; returns ``((new_shell_state, new_extra), result)``.
-    """
-    state, extra = carry
-    out = pure_step(env_def, params, cfg, state, action)
-    extra, result = post(out, extra)
-    return (out.state, extra), result
-
-
-def contiguous(tree: Any) -> Any:
-    """Contiguous copies of a pytree's tensors (compiled steps are specialised on strides)."""
-    return pytree.tree_map(lambda t: t.clone(memory_format=torch.contiguous_format), tree)
+from gpuvec_envs.core.arguments import (
+    _MAX_SEED,
+    action_tensor,
+    as_autoreset_mode,
+    as_dtype,
+    check_action_values,
+    env_indices,
+    reset_mask_tensor,
+    resolve_env_def,
+    seed_tensor,
+)
+from gpuvec_envs.core.eager import host_eager
+from gpuvec_envs.core.env import EnvDef, params_from_kwargs, select
+from gpuvec_envs.core.finite import check_finite, named_leaves
+from gpuvec_envs.core.rng import RESET, Rng, keys_from_seeds
+from gpuvec_envs.core.step import (
+    ShellState,
+    StepConfig,
+    StepOut,
+    bool_observation,
+    contiguous,
+    fused_post_step,
+    pure_step,
+    user_obs,
+)
+from gpuvec_envs.render.viewer import HUMAN_MAX_ENVS, HumanWindow, tile
 
 
 class GpuVecEnv(gym.vector.VectorEnv):
@@ -524,12 +341,14 @@ class GpuVecEnv(gym.vector.VectorEnv):
         """
         options = dict(options or {})
         mask = self._reset_mask(options.pop("reset_mask", None))
-        seeds = self._seed_tensor(seed)
+        seeds = seed_tensor(seed, self.num_envs, self.device)
         n, dev = self.num_envs, self.device
         old = self._state
         if old is None or seeds is not None:
             if seeds is None:
-                seeds = self._seed_tensor(int(np.random.SeedSequence().entropy % (_MAX_SEED - n)))
+                seeds = seed_tensor(
+                    int(np.random.SeedSequence().entropy % (_MAX_SEED - n)), n, self.device
+                )
             key0, key1 = keys_from_seeds(seeds)
             counter = torch.zeros(n, dtype=torch.int64, device=dev)
             if old is not None and mask is not None:
@@ -672,7 +491,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
 
         Frames are rasterised as one batch on the env's device, then copied to the host (for
         the tensor batch without a copy, see :meth:`render_frames`). In ``human`` mode the
-        frames of ``indices`` (default: the first :data:`~gpuvec_envs.viewer.HUMAN_MAX_ENVS`
+        frames of ``indices`` (default: the first :data:`~gpuvec_envs.render.viewer.HUMAN_MAX_ENVS`
         envs) are shown tiled in a pygame window, and ``None`` is returned.
         """
         if self.render_mode is None or self._state is None:
@@ -703,7 +522,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             raise RuntimeError("call reset() before render_frames()")
         state = self._state.env
         if indices is not None:
-            index = self._render_index(indices)
+            index = env_indices(indices, self.num_envs, self.device)
             state = pytree.tree_map(lambda t: t[index], state)
         return self.env_def.render(self.params, state)
 
@@ -739,106 +558,24 @@ class GpuVecEnv(gym.vector.VectorEnv):
         ):  # a CPU env's own dtype, shape and layout: nothing to convert or check but values
             t = torch.from_numpy(actions)
         else:
-            t = self._action_tensor(actions)
+            t = action_tensor(
+                actions,
+                self.single_action_space,
+                self._action_dtype,
+                self._action_shape,
+                self.device,
+            )
         if self.validate:
             with self._threads.scope():
                 self._check_action_values(t)
         return t
 
-    def _action_tensor(self, actions: Any) -> torch.Tensor:
-        """``actions`` as a contiguous tensor of the action dtype on the env's device.
-
-        Checks dtype kind, shape and device (not values); raises as :meth:`prepare_action`.
-        """
-        if isinstance(actions, torch.Tensor):
-            t = actions
-        else:
-            arr = np.asarray(actions)
-            if arr.dtype == object or arr.dtype.kind not in "biuf":
-                raise TypeError(f"actions must be numeric, got numpy dtype {arr.dtype}")
-            t = torch.from_numpy(np.ascontiguousarray(arr))
-        discrete = self._action_dtype == torch.int64
-        if t.dtype == torch.bool or t.is_complex() or (discrete and t.is_floating_point()):
-            kind = "integer" if discrete else "real"
-            raise TypeError(f"{self.single_action_space} expects {kind} actions, got {t.dtype}")
-        if tuple(t.shape) != self._action_shape:
-            raise ValueError(f"actions must have shape {self._action_shape}, got {tuple(t.shape)}")
-        if t.device != self.device:
-            try:
-                t = t.to(self.device)
-            except (RuntimeError, NotImplementedError) as exc:
-                raise ValueError(
-                    f"cannot move actions from {t.device} to {self.device}: {exc}"
-                ) from exc
-        return t.to(self._action_dtype).contiguous()
-
     def _check_action_values(self, t: torch.Tensor) -> None:
-        # one pass over the actions and one read-back; the first bad env only on failure
-        space = self.single_action_space
-        if isinstance(space, gym.spaces.Discrete):
-            low, high = int(space.start), int(space.start + space.n)
-            lo, hi = torch.stack(torch.aminmax(t)).tolist()
-            if low <= lo and hi < high:
-                return
-            bad, what = (t < low) | (t >= high), f"outside [{low}, {high})"
-        else:
-            if bool(torch.isfinite(t).all()):
-                return
-            bad, what = ~torch.isfinite(t).reshape(self.num_envs, -1).all(1), "not finite"
-        first = int(bad.to(torch.uint8).argmax())
-        raise ValueError(f"action {t[first].cpu().numpy()} of env {first} is {what}")
-
-    def _seed_tensor(self, seed: int | Sequence[int | None] | None) -> torch.Tensor | None:
-        if seed is None:
-            return None
-        n = self.num_envs
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            seed = int(seed)
-            if not 0 <= seed <= _MAX_SEED - n:
-                raise ValueError(f"seed must be in [0, 2**63 - num_envs], got {seed}")
-            return torch.arange(seed, seed + n, dtype=torch.int64, device=self.device)
-        if isinstance(seed, (list, tuple, np.ndarray, torch.Tensor)):
-            seeds = list(seed.cpu().numpy() if isinstance(seed, torch.Tensor) else seed)
-            if len(seeds) != n:
-                raise ValueError(f"a seed list must have num_envs={n} entries, got {len(seeds)}")
-            entropy = np.random.SeedSequence().entropy
-            out = []
-            for i, s in enumerate(seeds):
-                if s is None:
-                    s = (entropy + i) % _MAX_SEED
-                if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
-                    raise ValueError(f"seed {i} must be an int or None, got {s!r}")
-                if not 0 <= s < _MAX_SEED:
-                    raise ValueError(f"seed {i} must be an int in [0, 2**63) or None, got {s!r}")
-                out.append(int(s))
-            return torch.tensor(out, dtype=torch.int64, device=self.device)
-        raise TypeError(f"seed must be an int, a list of ints or None, got {type(seed).__name__}")
-
-    def _render_index(self, indices: Sequence[int] | torch.Tensor) -> torch.Tensor:
-        """``indices`` as a 1-D int64 tensor on the device, checked to lie in ``[0, N)``."""
-        if isinstance(indices, torch.Tensor):
-            t = indices
-        else:
-            values = list(indices)
-            if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in values):
-                raise TypeError(f"render indices must be ints, got {values!r}")
-            t = torch.tensor(values, dtype=torch.int64)
-        if t.dtype != torch.int64 or t.dim() != 1:
-            raise TypeError(f"render indices must be a 1-D int64 tensor, got {t.dtype} {t.dim()}-D")
-        if t.numel() and bool(((t < 0) | (t >= self.num_envs)).any()):
-            raise ValueError(f"render indices must lie in [0, {self.num_envs}), got {t.tolist()}")
-        return t.to(self.device)
+        check_action_values(t, self.single_action_space)
 
     def _reset_mask(self, mask: Any) -> torch.Tensor | None:
         if mask is None:
             return None
         if self._state is None:
             raise RuntimeError("call reset() without reset_mask first")
-        t = mask if isinstance(mask, torch.Tensor) else torch.as_tensor(np.asarray(mask))
-        if t.dtype != torch.bool:
-            raise TypeError(f"options['reset_mask'] must be bool, got {t.dtype}")
-        if tuple(t.shape) != (self.num_envs,):
-            raise ValueError(
-                f"options['reset_mask'] must have shape ({self.num_envs},), got {tuple(t.shape)}"
-            )
-        return t.to(self.device)
+        return reset_mask_tensor(mask, self.num_envs, self.device)

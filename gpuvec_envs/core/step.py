@@ -1,0 +1,188 @@
+"""How a step is built: the shell state, trace-time config and the pure batched step.
+
+:func:`pure_step` is one pure function of the shell state and the action (time limit, frame
+skip, autoreset and RNG included) that the :class:`~gpuvec_envs.core.vector.GpuVecEnv`
+shell compiles as one graph; nothing in it loops over envs or waits on the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from torch.utils import _pytree as pytree
+
+from gpuvec_envs.core.constants import traced
+from gpuvec_envs.core.eager import host_any
+from gpuvec_envs.core.env import EnvDef, check_step_outputs, select
+from gpuvec_envs.core.finite import finite_probe
+from gpuvec_envs.core.rng import RESET, STEP, Rng
+
+
+class ShellState(NamedTuple):
+    """Everything the shell carries between steps, each with leading batch dimension N."""
+
+    env: Any  # the env's own NamedTuple of (N, ...) tensors
+    elapsed: torch.Tensor  # (N,) int32, simulation steps since the last reset
+    counter: torch.Tensor  # (N,) int64, RNG draw counter
+    key0: torch.Tensor  # (N,) int64, RNG key word (from the seed)
+    key1: torch.Tensor  # (N,) int64, RNG key word (from the seed)
+    # (N,) int32 0/1, NEXT_STEP: reset on the next step. int32, not uint8 or bool: inductor's
+    # CPU code turns a uint8 flag into a float/int64 select mask slowly.
+    needs_reset: torch.Tensor
+
+
+class StepOut(NamedTuple):
+    """Outputs of one pure step; flags are uint8 (0/1) and viewed as bool outside."""
+
+    state: ShellState
+    obs: torch.Tensor  # (N, *obs_shape)
+    reward: torch.Tensor  # (N,) float
+    terminated: torch.Tensor  # (N,) uint8
+    truncated: torch.Tensor  # (N,) uint8
+    final_obs: torch.Tensor | None  # SAME_STEP: (N, *obs_shape) obs before the autoreset
+    # with StepConfig.check_finite: 0-dim float64, 0 if every float output is finite, else NaN
+    probe: torch.Tensor | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+    """Trace-time constants of a step function (hashable, part of every compiled graph)."""
+
+    autoreset_mode: AutoresetMode
+    max_episode_steps: int | None
+    frame_skip: int
+    dtype: torch.dtype
+    check_finite: bool = False  # compute StepOut.probe (step() with validate=True)
+
+
+def as_flag(mask: torch.Tensor) -> torch.Tensor:
+    """Bool (N,) -> uint8 0/1, via int32.
+
+    Inductor's CPU code stores a bool converted straight to uint8 one byte at a time (~10x
+    slower than this vectorised path).
+    """
+    return mask.to(torch.int32).to(torch.uint8)
+
+
+def bool_observation(space: gym.Space) -> bool:
+    """Whether an env with this single-env observation space may code it as uint8 0/1."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.bool_
+
+
+def user_obs(obs: torch.Tensor, coded: bool) -> torch.Tensor:
+    """An observation as users see it: uint8 0/1 of a bool space (``coded``) made bool.
+
+    Eager code reinterprets the bytes (a free view); traced code compares them with 0
+    (inductor before torch 2.13 cannot lower a view to bool).
+    """
+    if not coded or obs.dtype != torch.uint8:
+        return obs
+    return obs != 0 if traced(obs) else obs.view(torch.bool)
+
+
+def pure_step(
+    env_def: EnvDef, params: Any, cfg: StepConfig, state: ShellState, action: torch.Tensor
+) -> StepOut:
+    """One batched step with time limit, frame skip and autoreset; pure and branch-free.
+
+    Args:
+        env_def: The environment definition.
+        params: Its params dataclass.
+        cfg: Trace-time constants.
+        state: Shell state, batch N.
+        action: Shape (N, *action_shape), already validated and on the env's device.
+    """
+    env, elapsed, counter = state.env, state.elapsed, state.counter
+    reward = terminated = truncated = None
+    alive = None  # (N,) bool: still inside the episode during a frame skip
+    for frame in range(cfg.frame_skip):
+        rng = Rng(state.key0, state.key1, counter + frame, STEP)
+        nxt, r, term = env_def.step(params, env, action, rng)
+        check_step_outputs(env_def, r, term, elapsed.shape[0], elapsed.device)  # metadata only
+        r = r.to(cfg.dtype)
+        if alive is None:
+            env, reward, terminated, elapsed = nxt, r, term, elapsed + 1
+        else:
+            env = select(alive, nxt, env)
+            reward = reward + torch.where(alive, r, torch.zeros_like(r))
+            terminated = terminated | (alive & term)
+            elapsed = elapsed + alive.to(elapsed.dtype)
+        if cfg.max_episode_steps is None:
+            truncated = torch.zeros_like(terminated)
+        else:
+            truncated = elapsed >= cfg.max_episode_steps
+        alive = ~(terminated | truncated)
+
+    mode = cfg.autoreset_mode
+    final_obs = None
+    needs_reset = state.needs_reset
+    if mode is AutoresetMode.DISABLED:
+        obs = env_def.observation(params, env)
+    else:
+        # the envs that reset now; an eager host call that resets none skips the reset
+        # (its draws feed nothing else), with the same outputs
+        resets = needs_reset != 0 if mode is AutoresetMode.NEXT_STEP else terminated | truncated
+        skip = host_any(resets) is False
+        if not skip:
+            rng = Rng(state.key0, state.key1, counter, RESET)
+            fresh = env_def.reset(params, rng, cfg.dtype, None)
+            zero = torch.zeros_like(elapsed)
+        if mode is AutoresetMode.NEXT_STEP:
+            if not skip:
+                env = select(resets, fresh, env)
+                reward = torch.where(resets, torch.zeros_like(reward), reward)
+                terminated = terminated & ~resets
+                truncated = truncated & ~resets
+                elapsed = torch.where(resets, zero, elapsed)
+            needs_reset = (terminated | truncated).to(torch.int32)
+            obs = env_def.observation(params, env)
+        else:  # SAME_STEP
+            final_obs = env_def.observation(params, env)
+            if skip:
+                obs = final_obs.clone()
+            else:
+                env = select(resets, fresh, env)
+                elapsed = torch.where(resets, zero, elapsed)
+                obs = env_def.observation(params, env)
+    new_state = ShellState(
+        env, elapsed, counter + cfg.frame_skip, state.key0, state.key1, needs_reset
+    )
+    checked = (*pytree.tree_leaves(env), obs, reward, final_obs)
+    return StepOut(
+        new_state,
+        obs,
+        reward,
+        as_flag(terminated),
+        as_flag(truncated),
+        final_obs,
+        finite_probe(checked) if cfg.check_finite else None,
+    )
+
+
+def fused_post_step(
+    env_def: EnvDef,
+    params: Any,
+    cfg: StepConfig,
+    post: Callable[[StepOut, Any], tuple[Any, Any]],
+    carry: tuple[ShellState, Any],
+    action: torch.Tensor,
+) -> tuple[tuple[ShellState, Any], Any]:
+    """:func:`pure_step` followed by ``post(out, extra) -> (extra, result)`` (one graph).
+
+    ``carry = (shell_state, extra)``; returns ``((new_shell_state, new_extra), result)``.
+    """
+    state, extra = carry
+    out = pure_step(env_def, params, cfg, state, action)
+    extra, result = post(out, extra)
+    return (out.state, extra), result
+
+
+def contiguous(tree: Any) -> Any:
+    """Contiguous copies of a pytree's tensors (compiled steps are specialised on strides)."""
+    return pytree.tree_map(lambda t: t.clone(memory_format=torch.contiguous_format), tree)
