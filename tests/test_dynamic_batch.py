@@ -33,7 +33,13 @@ def _run(env_id: str, n: int, backend: str, options: dict | None, steps: int) ->
     return outs, env.unwrapped
 
 
-@pytest.mark.parametrize("env_id", ["gpuvec/CartPole-v1", "gpuvec/MiniGrid-DoorKey-5x5-v0"])
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "gpuvec/CartPole-v1",
+        pytest.param("gpuvec/MiniGrid-DoorKey-5x5-v0", marks=pytest.mark.slow),  # ~40 s
+    ],
+)
 def test_a_second_size_reuses_the_first_ones_code_and_equals_eager(env_id):
     """N=48 compiles; N=80 reuses its call in this process (no trace, no cache lookup);
     N=112 in a fresh process (the in-process calls dropped) is a hit in inductor's cache.
