@@ -61,6 +61,7 @@ def test_cuda_budget_is_a_fraction_of_the_free_memory(fake_cuda):
     assert budget == int(0.5 * fake_cuda) and "mem_get_info" in source
 
 
+@pytest.mark.heavy
 def test_cuda_sweep_is_large_and_capped_by_the_free_memory(monkeypatch, fake_cuda):
     calls = []
     monkeypatch.setattr(at, "measure", fake_rates(calls))
@@ -81,6 +82,7 @@ def test_cuda_sweep_is_large_and_capped_by_the_free_memory(monkeypatch, fake_cud
     assert best.score == pytest.approx(4 * best.steps_per_s)
 
 
+@pytest.mark.heavy
 def test_frame_skip_and_rollout_steps_are_the_best_measured():
     best = at.autotune(
         "CartPole-v1", num_envs=(64,), frame_skips=(1, 2), rollout_steps=(2, 8), **FAST
@@ -167,6 +169,7 @@ def test_cuda_without_cuda_is_a_value_error(monkeypatch):
         at.autotune("CartPole-v1", device="cuda", num_envs=(8,))
 
 
+@pytest.mark.heavy
 def test_bench_cli_passes_the_autotune_options(tmp_path, capsys):
     out = tmp_path / "b.json"
     args = "--num-envs 8 --backends eager --peers= --min-time 0.04 --repeats 1 --no-progress"

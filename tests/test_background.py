@@ -58,6 +58,7 @@ def test_auto_steps_eagerly_first_and_compiles_nothing_on_the_callers_path():
     env.close()
 
 
+@pytest.mark.heavy
 def test_switch_keeps_the_state_exactly_and_loses_no_step(monkeypatch):
     """Before the switch: bitwise the eager env; after: bitwise a compiled env from there."""
     monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
@@ -227,6 +228,7 @@ def test_interpreter_exit_leaves_no_child(tmp_path):
     assert not _alive(pid)
 
 
+@pytest.mark.heavy
 def test_a_script_importing_gymnasium_first_loads_its_childs_compile(tmp_path):
     """The caller's build hits the cache its child filled (on a cold cache), whatever the
     script imported first (gymnasium before torch once put ``__mp_main__`` in the key)."""
@@ -306,6 +308,7 @@ def test_background_module_pickles_the_env_step_job():
     env.close()
 
 
+@pytest.mark.heavy
 def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeypatch):
     """Default collector on a default env: env-step rollouts at once, compiled ones later."""
     from test_rollout import N, Policy, T, expect_loop

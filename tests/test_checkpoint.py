@@ -179,7 +179,7 @@ def test_checkpoint_before_reset_and_deepcopy() -> None:
 @pytest.mark.parametrize(
     "mode",
     [
-        pytest.param(AutoresetMode.SAME_STEP, id="SameStep"),
+        pytest.param(AutoresetMode.SAME_STEP, id="SameStep", marks=pytest.mark.heavy),
         pytest.param(AutoresetMode.NEXT_STEP, id="NextStep", marks=pytest.mark.slow),
         pytest.param(AutoresetMode.DISABLED, id="Disabled", marks=pytest.mark.slow),
     ],
@@ -407,7 +407,9 @@ def test_validate_false_propagates_nan_and_check_finite_finds_it() -> None:
         env.check_finite()
 
 
-@pytest.mark.parametrize("backend", ["eager", "compile"])  # compiled: the fused probe
+@pytest.mark.parametrize(  # compiled: the fused probe
+    "backend", ["eager", pytest.param("compile", marks=pytest.mark.heavy)]
+)
 def test_params_that_produce_inf_are_reported_at_the_first_step(backend: str) -> None:
     """CartPole with a massless, zero-length pole divides by zero in the first step."""
     env = make("gpuvec/CartPole-v1", 3, length=0.0, masspole=0.0, backend=backend)

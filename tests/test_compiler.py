@@ -144,6 +144,7 @@ def test_aliases_come_from_the_kernel_calls_in_the_wrapper(monkeypatch):
     assert unknown.index("store out_ptr1") > unknown.index("tmp1")
 
 
+@pytest.mark.heavy
 def test_shift_register_with_more_than_32_fields_equals_eager():
     """Every new field is computed from other fields' old values; the C++ pass is on, with
     the alias map built from the wrapper, and the compiled env equals the eager one."""
@@ -209,6 +210,7 @@ def test_no_torch_patch_outlives_a_compile_and_threads_compile_one_at_a_time():
     assert _patched_attributes() == original
 
 
+@pytest.mark.heavy
 def test_compile_flat_with_the_cpp_wrapper_says_which_passes_it_skips():
     """A graph built with inductor's C++ wrapper (the rollout scan, CleanRL's update): the
     passes on the Python wrapper and on separately built kernels do not see it, and say so
@@ -318,7 +320,12 @@ def test_the_functions_own_error_is_raised_at_once_not_a_fallback():
 
 
 @pytest.mark.parametrize(
-    "env_id", ["gpuvec/CartPole-v1", "gpuvec/MinAtar-Freeway-v1", "shift_register"]
+    "env_id",
+    [
+        pytest.param("gpuvec/CartPole-v1", marks=pytest.mark.heavy),
+        pytest.param("gpuvec/MinAtar-Freeway-v1", marks=pytest.mark.heavy),
+        "shift_register",
+    ],
 )
 def test_every_pass_off_gives_the_eager_results(env_id):
     """No direct call, no lean wrapper, no C++ pass, no in-place state: a correct env."""

@@ -42,6 +42,7 @@ def _numpy_bits(k0: torch.Tensor, k1: torch.Tensor, c: torch.Tensor) -> np.ndarr
     return rng_mod._hash_np(base[:, None] ^ consts[None, :]).astype(np.int64)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("on", [True, False])
 def test_draws_compiled_either_way_equal_eager_and_numpy(on):
     args = _inputs()

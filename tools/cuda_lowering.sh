@@ -4,9 +4,13 @@
 # Builds .venv-cuda with a CUDA build of torch (it runs on a machine without a GPU; the
 # project's CPU pin cannot trace fake CUDA tensors) and the few packages the check needs,
 # then runs tests/test_cuda_lowering.py: a lowering error, a fallback or host data copied
-# into a step fails it. CI runs this after the main suite (.ci/run).
+# into a step fails it. With --interp it runs tests/test_triton_interpret.py instead: one ID
+# per env family's generated CUDA kernels executed under Triton's interpreter on the CPU and
+# compared with the CPU step (-rP prints each case's tolerance and largest difference).
+# CI runs both after the main suites (.ci/run).
 #
-#   tools/cuda_lowering.sh [PYTEST ARGS...]     # e.g. -m slow: also SameStep code generation
+#   tools/cuda_lowering.sh [PYTEST ARGS...]           # e.g. -m slow: also SameStep codegen
+#   tools/cuda_lowering.sh --interp [PYTEST ARGS...]  # the interpreter suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION="${CUDA_LOWERING_TORCH:-2.14.1}"
@@ -18,5 +22,10 @@ if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import torch, triton"
     "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" $pins
     "$VENV/bin/pip" install -q --no-deps -e .
 fi
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 -m "not slow" \
+if [ "${1:-}" = "--interp" ]; then
+    shift
+    exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 -m "interp and not slow" -rP \
+        tests/test_triton_interpret.py "$@"
+fi
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 -m "not slow" \
     tests/test_cuda_lowering.py "$@"
