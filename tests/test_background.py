@@ -154,6 +154,7 @@ def test_a_failing_background_compile_stays_eager_with_one_warning(monkeypatch):
     assert "no compiler here" in b.report.fallbacks[0].reason
 
 
+@pytest.mark.heavy
 def test_a_job_that_does_not_pickle_compiles_at_the_next_call(monkeypatch):
     import threading
 
@@ -339,6 +340,7 @@ def test_auto_collector_never_waits_for_the_compiler_and_equals_the_loop(monkeyp
     env.close()
 
 
+@pytest.mark.heavy
 def test_collector_wait_compiled_right_after_construction():
     """``wait_compiled()`` before any rollout compiles both (what a benchmark or a script
     that wants compiled rollouts from the start calls); the first rollout is a scan trial."""
@@ -360,6 +362,7 @@ def test_collector_wait_compiled_right_after_construction():
     env.close()
 
 
+@pytest.mark.heavy
 def test_auto_collector_uses_the_scan_while_the_env_step_compiles(monkeypatch):
     """The scan compiles first; until the env's own step runs compiled, the collector uses
     the scan without timing it against eager env steps (that trial would always pick it)."""

@@ -319,13 +319,9 @@ def test_the_functions_own_error_is_raised_at_once_not_a_fallback():
 # -- every pass off ------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
-    "env_id",
-    [
-        pytest.param("gpuvec/CartPole-v1", marks=pytest.mark.heavy),
-        pytest.param("gpuvec/MinAtar-Freeway-v1", marks=pytest.mark.heavy),
-        "shift_register",
-    ],
+    "env_id", ["gpuvec/CartPole-v1", "gpuvec/MinAtar-Freeway-v1", "shift_register"]
 )
 def test_every_pass_off_gives_the_eager_results(env_id):
     """No direct call, no lean wrapper, no C++ pass, no in-place state: a correct env."""

@@ -3,8 +3,9 @@
 Needs a CUDA build of torch with Triton (one runs on a machine without a GPU): CI runs this
 file in a second virtual environment (``tools/cuda_lowering.sh``); with a CPU build of
 torch it is skipped. See :mod:`gpuvec_envs.compiler.fake_cuda`. CI generates the Triton code
-of one ID per env class (three heavy classes: lowering only) and lowers every other ID but
-the further sizes of the MiniGrid classes; ``-m slow`` adds those and the rest.
+of one ID per env class (three heavy classes: lowering only) and lowers every other ID (the
+further sizes of the MiniGrid classes are marked ``heavy``); ``-m slow`` adds SameStep code
+generation and the rest.
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ CLASS_REPS = list({e.env_def: e.id for e in reversed(REGISTRY)}.values())
 HEAVY = ("Seaquest", "KeyCorridor", "Unlock")
 #: Kernels at most of a NextStep step, where placements read no grid (``FreeCells``).
 MAX_KERNELS = {"DoorKey": 3, "FourRooms": 3}
-#: The sizes of MiniGrid classes beyond their first ID: lowered outside CI (``-m slow``),
-#: as the generic tests treat them (tests/registry_ids.py).
+#: The sizes of MiniGrid classes beyond their first ID: lowered too (``heavy``: every ID's
+#: step lowers for CUDA in CI).
 MINIGRID_SIZES = {e.id for e in MINIGRID} - set(CLASS_REPS)
 
 
-def _slow_if(ids, slow):  # noqa: ANN001, ANN202
-    return [pytest.param(i, marks=pytest.mark.slow) if slow(i) else i for i in ids]
+def _slow_if(ids, slow, mark=pytest.mark.slow):  # noqa: ANN001, ANN202
+    return [pytest.param(i, marks=mark) if slow(i) else i for i in ids]
 
 
 def _heavy(env_id: str) -> bool:
@@ -52,6 +53,7 @@ LOWERED = _slow_if(
         key=lambda i: not _heavy(i),
     ),
     lambda i: i in MINIGRID_SIZES,
+    pytest.mark.heavy,
 )
 
 

@@ -126,6 +126,7 @@ def test_fruit_catch_matches_reference_by_state_injection():
         assert obs.dtype == torch.float32 and bool(((obs >= -1) & (obs <= 1)).all())
 
 
+@pytest.mark.heavy
 def test_fruit_catch_passes_the_checker_compiled():
     check_env_def(ex.FruitCatch, steps=16, trace=True, compiled=True)
 

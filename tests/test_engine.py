@@ -439,7 +439,7 @@ def _count_steps(out, extra):  # noqa: ANN001, ANN202 - a post function for GpuV
     return (torch.where(done, 0, count),), (out.obs, out.reward * 2, count)
 
 
-@pytest.mark.parametrize("backend", ["eager", "compile"])
+@pytest.mark.parametrize("backend", ["eager", pytest.param("compile", marks=pytest.mark.heavy)])
 def test_fuse_runs_a_post_function_in_the_step(backend: str) -> None:
     """fuse(post) steps as step() does, carries post's state and follows set_params.
 

@@ -291,6 +291,7 @@ def test_lean_wrapper_keeps_scratch_and_allocates_fresh_outputs():
     assert sized([torch.arange(3)])[0].tolist() == [1, 3, 5]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("wide", [True, False])
 def test_frame_skip_of_a_game_compiled_with_and_without_wide_fusion_equals_eager(wide):
     """Breakout, frame_skip=8 (a sticky-action draw per frame), time limit inside the skip,

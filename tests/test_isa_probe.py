@@ -125,6 +125,7 @@ print(json.dumps({"during": during, "full": full, "status": status}))
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("on", [True, False])
 def test_compile_flat_probes_one_isa_and_inductor_agrees(on, tmp_path):
     """In a fresh process (where inductor has probed nothing): with the pass, the build

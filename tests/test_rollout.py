@@ -114,6 +114,7 @@ def test_scan_collector_equals_loop():
     assert c.kind == "scan"
 
 
+@pytest.mark.heavy
 def test_scan_collector_with_module_policy_equals_loop():
     """An ``nn.Module`` policy: traced with its parameters and buffers as inputs straight
     into one ``compile_flat`` graph (no dynamo)."""
@@ -122,6 +123,7 @@ def test_scan_collector_with_module_policy_equals_loop():
     assert c.kind == "scan" and flat.compiled_graphs == before + 1
 
 
+@pytest.mark.heavy
 def test_auto_collector_tries_both_paths_and_equals_loop():
     """The default: the scan and the env's own step in turn, every rollout equal to the loop,
     then the faster one kept."""
@@ -210,7 +212,7 @@ def test_loop_collector_equals_loop():
     assert c.kind == "env_step" and c._scan_fn is None and "scan=False" in c.reason
 
 
-@pytest.mark.parametrize("backend", ["eager", "compile"])
+@pytest.mark.parametrize("backend", ["eager", pytest.param("compile", marks=pytest.mark.heavy)])
 def test_collector_keeps_its_final_obs_until_the_state_changes(backend, monkeypatch):
     """A rollout that starts where the collector's last one ended reuses that one's final
     observation (eager: no observation call but the steps' own); any change in between (a
@@ -302,7 +304,7 @@ class CountPolicy(torch.nn.Module):
         pytest.param(i, "module", marks=() if i in FAST_CLASSES else pytest.mark.slow)
         for i in _one_id_per_class()
     ]
-    + [(i, "function") for i in FAST_CLASSES],
+    + [pytest.param(i, "function", marks=pytest.mark.heavy) for i in FAST_CLASSES],
 )
 def test_scan_collector_equals_a_step_loop_on_every_env_class(env_id, kind):
     """Two compiled scan rollouts equal a hand-written loop of the policy and eager

@@ -23,6 +23,7 @@ def test_tiny_soak_counts_every_operation(capsys: pytest.CaptureFixture[str]) ->
     assert '"env_id": "gpuvec/Pendulum-v1"' in capsys.readouterr().out
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("env_id", "n"), [("gpuvec/CartPole-v1", 4096), ("gpuvec/MinAtar-Breakout-v1", 512)]

@@ -304,6 +304,7 @@ def test_auto_never_exceeds_the_process_thread_count(two_threads):
     assert control(torch.get_num_threads) == 1
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("env_id", ["gpuvec/CartPole-v1"])
 def test_compiled_results_identical_whatever_the_thread_count(env_id, two_threads):
     n = 1000  # not a multiple of the vector width: tails included

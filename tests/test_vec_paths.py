@@ -87,6 +87,7 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
     return a, b
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("on", [True, False])
 def test_compiled_integer_kernels_compute_the_same(on):
     """Integer loads of full vectors and of a tail (N = 4099), int32 -> uint8 conversions
@@ -99,6 +100,7 @@ def test_compiled_integer_kernels_compute_the_same(on):
     assert all(map(torch.equal, call(a, b), _fn(a, b)))
 
 
+@pytest.mark.heavy
 @needs_avx2
 def test_avx2_code_computes_the_same(tmp_path):
     """The same check on AVX2 code, where the pass's forms differ from ATen's, built for an

@@ -47,6 +47,7 @@ def test_a_compile_leaves_a_marker_and_auto_then_builds_at_its_first_call(marker
     assert hot.name == "compile" and hot.eager_calls == 0 and hot._pending is None
 
 
+@pytest.mark.heavy
 def test_the_background_switch_leaves_a_marker(markers, monkeypatch):
     monkeypatch.setattr(compiler_backend, "START_AFTER_S", 0.0)
     x = torch.arange(4.0)
@@ -59,6 +60,7 @@ def test_the_background_switch_leaves_a_marker(markers, monkeypatch):
     ]
 
 
+@pytest.mark.heavy
 def test_other_shapes_and_the_switch_off_stay_eager(markers):
     x = torch.arange(4.0)
     _backend("compile")(x)
@@ -89,6 +91,7 @@ def test_the_key_follows_what_changes_the_compiled_code():
     assert warm.call_key(_times2, (lock,), (x,), ()) is None  # does not pickle: no key
 
 
+@pytest.mark.heavy
 def test_an_env_compiled_before_runs_compiled_from_its_first_step(markers):
     kw = dict(num_envs=8, max_episode_steps=30, compiler_options={"warm_start": True})
     actions = [
@@ -114,6 +117,7 @@ def test_an_env_compiled_before_runs_compiled_from_its_first_step(markers):
         ref.close()
 
 
+@pytest.mark.heavy
 def test_a_collector_scan_compiled_before_builds_at_the_first_collect(markers):
     """The scan's key leaves out the policy's weight values: a new policy of the same
     class and shapes finds the marker, and the rollout still equals the env-step loop."""

@@ -73,6 +73,7 @@ def test_single_multiply_only_while_a_cpu_trace_is_flagged():
     assert wrapping.product_log() is None
 
 
+@pytest.mark.heavy
 def test_the_flag_reaches_the_kernel_command_line(monkeypatch):
     from torch._inductor import cpp_builder
 
@@ -95,6 +96,7 @@ def test_the_flag_reaches_the_kernel_command_line(monkeypatch):
         assert any(flagged) if on else not any(flagged), on
 
 
+@pytest.mark.heavy
 def test_without_the_hook_point_the_pass_fails_and_traces_the_16_bit_form(monkeypatch):
     from torch._inductor.codecache import CppPythonBindingsCodeCache as cache
 
@@ -126,6 +128,7 @@ def test_the_hook_is_removed_after_an_error():
     assert cache.__dict__["load_pybinding_async"] is before
 
 
+@pytest.mark.heavy
 @needs_avx2
 def test_avx2_code_computes_the_same(tmp_path):
     """AVX2 kernels (``-march=x86-64-v3``, fresh inductor cache, a child process)."""
