@@ -211,7 +211,10 @@ def test_bad_seeds_raise_and_keep_state() -> None:
 # -- autoreset bookkeeping over every env ----------------------------------------------------
 
 
-@pytest.mark.parametrize("env_id", ALL_IDS)
+@pytest.mark.parametrize(  # Seaquest's eager steps cost ~10x the others': heavy suite
+    "env_id",
+    [pytest.param(i, marks=pytest.mark.heavy) if "Seaquest" in i else i for i in ALL_IDS],
+)
 def test_autoreset_modes_bookkeeping(env_id: str) -> None:
     """Same-seed runs in the three modes agree until the first episode end of each env."""
     n, limit, steps = 16, 13, 60
