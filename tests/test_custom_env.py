@@ -141,6 +141,7 @@ def trajectory(env, steps: int, policy=follow):
     return out
 
 
+@pytest.mark.heavy
 def test_make_vec_eager_and_compiled_time_limit_and_render():
     eager = gym.make_vec(ENV_ID, num_envs=8, backend="eager", autoreset_mode="same_step")
     comp = gym.make_vec(
@@ -208,6 +209,7 @@ def test_tensor_wrappers():
     assert ended >= 6  # random play loses its 3 lives in well under 250 steps
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("scan", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_rollout_collector_eager_and_compiled(scan):
     rollouts = {}

@@ -366,6 +366,7 @@ def test_rng_streams_depend_only_on_seed_and_counter() -> None:
         assert torch.equal(draws.bernoulli(p, 500), expected), p
 
 
+@pytest.mark.heavy
 def test_rng_bitwise_equal_eager_and_compiled() -> None:
     def draws(k0, k1, c):
         rng = Rng(k0, k1, c, STEP)
