@@ -27,6 +27,7 @@ from gpuvec_envs.core.arguments import (
     _MAX_SEED,
     action_tensor,
     as_autoreset_mode,
+    as_device,
     as_dtype,
     check_action_values,
     env_indices,
@@ -57,7 +58,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
     Args:
         env_def: The environment (an :class:`EnvDef` or ``"module:Class"``).
         num_envs: Batch size N.
-        device: Torch device of all state and outputs.
+        device: Torch device of all state and outputs; one torch cannot use (no CUDA
+            build, no GPU visible, an index past the last GPU, an unknown string) is a
+            ``ValueError`` here.
         dtype: Float dtype of the simulation state, observations and rewards.
         max_episode_steps: Truncate episodes after this many simulation steps (``None``:
             never).
@@ -129,7 +132,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if render_mode is not None and render_mode not in modes:
             raise ValueError(f"render_mode {render_mode!r} not in {modes}")
         self.num_envs = num_envs
-        self.device = torch.device(device)
+        self.device = as_device(device)
         if self.device.type == "cpu" and self.compiler_options.retain_memory:
             retain_freed_memory()  # fresh step outputs must not page-fault every step
         self.dtype = as_dtype(dtype)
