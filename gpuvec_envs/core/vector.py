@@ -457,7 +457,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         check_finite(fields, when)
 
     def fuse(
-        self, post: Callable[[StepOut, Any], tuple[Any, Any]]
+        self,
+        post: Callable[[StepOut, Any], tuple[Any, Any]],
+        pre: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> Callable[[Any, torch.Tensor], tuple[Any, Any]]:
         """A step with ``post`` applied to its outputs inside the same compiled call.
 
@@ -469,6 +471,12 @@ class GpuVecEnv(gym.vector.VectorEnv):
         returned, advances the env as :meth:`step` does, and runs on this env's
         backend (recompiled if the params change). ``extra`` must keep its structure,
         shapes, dtypes and strides from call to call.
+
+        ``pre(action) -> action``, if given, runs first in the same call: a pure map from the
+        caller's action encoding (e.g. TorchRL's one-hot (N, n)) to the engine's, so the
+        decode costs no eager op. ``f`` then takes what ``pre`` takes, on this env's device,
+        contiguous and with the same shape and dtype at every call; its output must be
+        what :meth:`prepare_action` returns (it is not checked).
         """
         backend: Backend | None = None
         built_for: Any = None
@@ -479,9 +487,10 @@ class GpuVecEnv(gym.vector.VectorEnv):
             if self._state is None:
                 raise RuntimeError("call reset() before step()")
             if backend is None or built_for is not self.params:
-                bound = (self.env_def, self.params, self.cfg, post)
+                bound = (self.env_def, self.params, self.cfg, post, pre)
                 choice = self._backend_choice
-                backend = self._backend(fused_post_step, bound, choice, f"_{id(post):x}")
+                suffix = f"_{id(post):x}" + ("" if pre is None else f"_{id(pre):x}")
+                backend = self._backend(fused_post_step, bound, choice, suffix)
                 built_for = self.params
             (self._state, extra), result = control(backend, (self._state, extra), action)
             backend.settle()
