@@ -28,6 +28,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from gpuvec_envs import compiler
 from gpuvec_envs.compiler import threads, warm
@@ -70,6 +72,35 @@ def _policy_module(policy: Callable[..., Any]) -> torch.nn.Module | None:
         return policy
     owner = getattr(policy, "__self__", None)
     return owner if isinstance(owner, torch.nn.Module) else None
+
+
+class _ForeignTensors(TorchDispatchMode):
+    """Finds the tensors an eager call reads that it neither made nor was given as known.
+
+    While active, every aten op's tensor arguments are checked against the storages of
+    ``known`` tensors (the policy's input, parameters and buffers) and of every tensor an op
+    made during the call; the others (a plain attribute ``self.W``, a module-level tensor
+    the forward closes over) are recorded in :attr:`found` as ``(shape, dtype)``, once each.
+    """
+
+    def __init__(self, known: list[torch.Tensor]) -> None:
+        super().__init__()
+        self._seen = {_storage(t) for t in known}
+        self.found: list[tuple[tuple[int, ...], torch.dtype]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        for t in tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor) and _storage(t) not in self._seen:
+                self._seen.add(_storage(t))
+                self.found.append((tuple(t.shape), t.dtype))
+        out = func(*args, **(kwargs or {}))
+        self._seen.update(_storage(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+        return out
+
+
+def _storage(t: torch.Tensor) -> tuple[str, int]:
+    """What identifies a tensor's memory (views share it): device and storage address."""
+    return str(t.device), t.untyped_storage().data_ptr()
 
 
 def _split(out: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -215,6 +246,9 @@ class RolloutCollector:
         self._clock = time.perf_counter
         self._scan_build: BackgroundBuild | None = None
         self.buffers: Rollout | None = None
+        #: Why a module policy is traced by dynamo (it reads tensors other than its
+        #: weights), found by the first policy call; None: traced with its weights as inputs.
+        self._lifted: str | None = None
         self._start_over()
 
     def _start_over(self) -> None:
@@ -349,7 +383,7 @@ class RolloutCollector:
         """
         env = self.env
         module = _policy_module(self.policy)
-        if module is None:  # compiled by torch.compile at its first call: never marked
+        if module is None or self._lifted:  # compiled by torch.compile: never marked
             return None
         tensors = [*module.named_parameters(), *module.named_buffers()]
         weights = tuple((k, tuple(v.shape), str(v.dtype)) for k, v in tensors)
@@ -482,8 +516,23 @@ class RolloutCollector:
         """Preallocate the buffers from one eager policy call on the current obs."""
         t = self.num_steps
         env = self.env
-        with torch.no_grad():
-            action, extras = _split(self.policy(env._user_obs(obs)))
+        user = env._user_obs(obs)
+        module = _policy_module(self.policy)
+        if module is None or self.use_cuda_graph or self._path == "env_step":
+            with torch.no_grad():
+                action, extras = _split(self.policy(user))
+        else:  # which tensors the scan's trace must lift besides the weights
+            probe = _ForeignTensors([user, *module.parameters(), *module.buffers()])
+            with torch.no_grad(), probe:
+                action, extras = _split(self.policy(user))
+            if probe.found:
+                listed = ", ".join(f"{shape} {dtype}" for shape, dtype in probe.found[:4])
+                more = ", ..." if len(probe.found) > 4 else ""
+                self._lifted = (
+                    f"the policy reads {len(probe.found)} tensor(s) that are neither "
+                    f"parameters nor buffers ({listed}{more}): traced by dynamo, which lifts "
+                    "them as inputs"
+                )
         dev = env.device
         n = env.num_envs
         act_shape = tuple(env.single_action_space.shape)
@@ -578,16 +627,22 @@ class RolloutCollector:
     def _build_scan_fn(self, state: ShellState, obs: torch.Tensor) -> Callable[..., Any]:
         """``f(state_leaves, obs) -> (state_leaves, next_obs, stacked step outputs)``.
 
-        A policy that is an ``nn.Module`` (or a method of one) is traced with its
-        parameters and buffers as inputs, straight to inductor (no dynamo: a process that
-        finds the rollout in inductor's cache starts ~1 s sooner); any other callable goes
-        through dynamo, which lifts the tensors it reads as inputs, and dynamo's graph
-        through :func:`~gpuvec_envs.compiler.compile_flat` (which passes the loop body's
-        constants in as loop inputs: inductor's C++ scan cannot declare them).
+        A policy that is an ``nn.Module`` (or a method of one) and reads no tensor but its
+        input, parameters and buffers is traced with its parameters and buffers as inputs,
+        straight to inductor (no dynamo: a process that finds the rollout in inductor's
+        cache starts ~1 s sooner); any other callable, and a module that reads other
+        tensors (a plain attribute, a closed-over tensor), goes through dynamo, which lifts
+        every tensor it reads as an input (in-place updates are seen; a replaced tensor
+        recompiles), and dynamo's graph through :func:`~gpuvec_envs.compiler.compile_flat`
+        (which passes the loop body's constants in as loop inputs: inductor's C++ scan
+        cannot declare them).
         """
         scan_body = self._scan_body(state)
         module = _policy_module(self.policy)
-        if module is None:
+        if module is None or self._lifted:
+            if self._lifted and self._lifted not in self.reason:
+                self.reason = f"{self.reason} ({self._lifted})"
+                _log.info("rollout scan: %s", self._lifted)
             return self._build_dynamo_scan(scan_body)  # compiles at its first call
         fn = self._build_flat_scan(scan_body, module, state, obs)
         if self.env.device.type == "cpu" and self.env.compiler_options.warm_start:

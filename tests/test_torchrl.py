@@ -27,6 +27,7 @@ torchrl = pytest.importorskip(
 from tensordict import TensorDict  # noqa: E402
 from tensordict.nn import TensorDictModule  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import OneHot  # noqa: E402
 from torchrl.envs import (  # noqa: E402
@@ -513,6 +514,79 @@ def test_a_step_reads_nothing_back_and_a_reset_one_flag(monkeypatch, categorical
     nxt = env.step_mdp(out)
     reset = TensorDict({"_reset": nxt["done"].clone()}, [n])
     assert count_reads(monkeypatch, lambda: env._reset(reset)) == {"any": 1, "__bool__": 1}
+
+
+class _AtenOps(TorchDispatchMode):
+    """Records the aten ops dispatched while active (``paused`` stops recording)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+        self.paused = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        if not self.paused:
+            self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def ops_outside_the_fused_step(env: TorchRLEnv, td: TensorDict) -> list[str]:
+    """The aten ops ``env.step(td)`` dispatches outside the adapter's fused step call."""
+    fused = env._fused_step
+    mode = _AtenOps()
+
+    def paused(*args: Any) -> Any:
+        mode.paused = True
+        try:
+            return fused(*args)
+        finally:
+            mode.paused = False
+
+    env._fused_step = paused
+    try:
+        with mode:
+            env.step(td)
+    finally:
+        env._fused_step = fused
+    return mode.ops
+
+
+def test_one_hot_actions_cost_no_op_beyond_categorical_ones() -> None:
+    """The one-hot decode runs inside the fused (compiled) step: outside it, a one-hot step
+    runs exactly the categorical step's ops (none of its own: no decode, cast or copy)."""
+    n = 8
+    action = random_actions(reference("CartPole", n), 1, seed=2)[0]
+    ops = {}
+    for categorical in (True, False):
+        env = adapter("CartPole", n, categorical_action_encoding=categorical)
+        td = env.reset()
+        td["action"] = torchrl_action(env, action)
+        env.step(td.clone())  # TorchRL's first-call bookkeeping
+        ops[categorical] = ops_outside_the_fused_step(env, td)
+    assert ops[False] == ops[True]
+
+
+def test_one_hot_dtypes_and_rows_that_are_not_one_hot() -> None:
+    """bool, float and int64 one-hot actions step alike; with ``validate=False`` a row that
+    is not one-hot still gives an action in range (``sum_j j * a_j``, clamped to [0, n))."""
+    from gpuvec_envs.adapters.torchrl import _one_hot_index
+
+    n, steps = 6, 12
+    ref = reference("MinAtar", n)
+    actions = random_actions(ref, steps, seed=4)
+    ref.reset(seed=3)
+    expected = [ref.step(a)[4]["final_obs"] for a in actions]
+    for dtype in (torch.int64, torch.bool, torch.float32, torch.uint8):
+        env = adapter("MinAtar", n)
+        env.set_seed(3)
+        td = env.reset()
+        for a, want in zip(actions, expected, strict=True):
+            out = env.step(td.set("action", torchrl_action(env, a).to(dtype)))
+            assert torch.equal(out["next", "observation"], want), dtype
+            td = env.step_mdp(out)
+    rows = torch.tensor([[0, 0, 0], [1, 1, 1], [0, 0, 1], [5, 0, 7], [-4, 0, 0], [0, 1, 0]])
+    assert _one_hot_index(rows).tolist() == [0, 2, 2, 2, 0, 1]
+    assert _one_hot_index(torch.ones(3, 1, dtype=torch.int64)).tolist() == [0, 0, 0]
 
 
 def test_a_registered_custom_env_works() -> None:

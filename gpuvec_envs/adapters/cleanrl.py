@@ -52,6 +52,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.utils import rescale_box
 
+from gpuvec_envs.core.arguments import as_device
 from gpuvec_envs.core.wrapper import (
     ObservationWrapper,
     Step,
@@ -680,8 +681,9 @@ class _TorchView(VectorWrapper):
     """Tensors out, tensor actions in, over a numpy vector env; see :func:`to_torch`."""
 
     def __init__(self, env: VectorEnv, device: str | torch.device = "cpu") -> None:
+        device = as_device(device)  # before wrapping: a device torch cannot use raises
         super().__init__(env)
-        self.device = torch.device(device)
+        self.device = device
 
     def reset(
         self, *, seed: Any = None, options: dict[str, Any] | None = None
@@ -725,6 +727,10 @@ def to_torch(env: VectorEnv, device: str | torch.device = "cpu") -> VectorEnv:
     Like gymnasium's ``NumpyToTorch`` without its ``array-api-compat`` dependency: outputs
     (and info arrays) become tensors on ``device``, tensor actions are copied to numpy.
     Object arrays in info are passed through unchanged.
+
+    Raises:
+        ValueError: a ``device`` this torch cannot use (see
+            :func:`~gpuvec_envs.core.arguments.as_device`).
     """
     return _TorchView(env, device)
 

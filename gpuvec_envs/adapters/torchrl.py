@@ -27,7 +27,8 @@ How it works: the gpuvec env runs in its ``SAME_STEP`` autoreset mode, so one co
 last observation (the transition's ``"next"`` observation) and their first observation of
 the new episode. The ``_reset`` that TorchRL sends for the finished envs then only hands
 back the observations computed by that step: no second pass over the batch, no Python loop
-over envs, and no value read back to the host in ``_step``. ``_reset`` reads one flag back:
+over envs, and no value read back to the host in ``_step``. One-hot actions are decoded to
+indices in that compiled call too (its ``pre``), so they add no op of their own. ``_reset`` reads one flag back:
 whether the mask names envs that did not just finish (a ``"_reset"`` mask of your own);
 those go through the engine's masked reset (``reset_mask``), which runs eagerly.
 """
@@ -86,17 +87,18 @@ def _one_hot(n: int) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 def _one_hot_index(action: torch.Tensor) -> torch.Tensor:
-    """(N, n) one-hot rows -> (N,) int64 indices, as the sum of ``j * action[:, j]``.
+    """(N, n) int64 one-hot rows -> (N,) int64 indices: ``sum_j j * action[:, j]``, clamped.
 
-    A few column ops, several times faster than ``argmax(-1)`` over a short last dimension
-    (N=65536, n=2, 2 CPU threads: ~17 against ~120 µs). Rows that are not one-hot give
-    meaningless indices, as with ``argmax``; ``validate=True`` rejects them first.
+    Pure and traceable: the adapter fuses it into the compiled step (:meth:`GpuVecEnv.fuse`'s
+    ``pre``), where it costs no eager op; run eagerly it is a few column ops, several times
+    faster than ``argmax(-1)`` over a short last dimension. Rows that are not one-hot give
+    an index of no meaning but within ``[0, n)``; ``validate=True`` rejects them first.
     """
-    action = action.to(torch.int64)
-    index = action[:, 0].mul(0) if action.shape[-1] == 1 else action[:, 1].clone()
-    for j in range(2, action.shape[-1]):
-        index.add_(action[:, j], alpha=j)
-    return index
+    n = action.shape[-1]
+    index = torch.zeros_like(action[:, 0]) if n == 1 else action[:, 1]
+    for j in range(2, n):
+        index = index + action[:, j] * j
+    return index.clamp(0, n - 1)
 
 
 def _entry(space: gym.Space, device: torch.device, categorical: bool, where: str) -> _Entry:
@@ -177,7 +179,8 @@ class TorchRLEnv(EnvBase):
             Shapes, dtypes and devices are always checked (no read-back).
         categorical_action_encoding: ``Discrete`` actions and observation entries as
             ``Categorical`` integers (N,) instead of ``OneHot`` (N, n), as ``GymEnv``'s
-            argument of the same name. ``Categorical`` actions skip an (N, n) decode.
+            argument of the same name. ``OneHot`` actions are decoded to indices inside
+            the compiled step (no eager op): both encodings cost the same per step.
 
     Raises:
         TypeError: not a gpuvec env.
@@ -237,7 +240,10 @@ class TorchRLEnv(EnvBase):
             shape=(n,),
             device=device,
         )
-        self._fused_step = venv.fuse(_packed_outputs)
+        # one-hot actions are decoded inside the compiled step
+        self._fused_step = venv.fuse(
+            _packed_outputs, _one_hot_index if self._one_hot_actions else None
+        )
         self._carry = _AdapterState()
 
     # -- EnvBase ------------------------------------------------------------------------
@@ -264,7 +270,13 @@ class TorchRLEnv(EnvBase):
                 "break_when_all_done=True) are not supported: use break_when_any_done or "
                 "a collector"
             )
-        action = self.venv.prepare_action(self._env_action(tensordict.get("action")))
+        action = tensordict.get("action", None)
+        if action is None:
+            raise KeyError("the tensordict has no 'action' entry")
+        if self._one_hot_actions:
+            action = self._one_hot_action(action)
+        else:
+            action = self.venv.prepare_action(action)
         _, (next_obs, reset_obs, reward, *flags) = self._fused_step((), action)
         flags = [f.view(torch.bool) for f in flags]
         self._carry.pending = flags[0]  # read by the next _reset
@@ -394,13 +406,23 @@ class TorchRLEnv(EnvBase):
         return f"TorchRLEnv({self.venv!r}, batch_size={list(self.batch_size)})"
 
     # -- internals ----------------------------------------------------------------------
-    def _env_action(self, action: Any) -> Any:
-        """The engine's action from TorchRL's: one-hot (N, n) -> indices (N,)."""
-        if action is None:
-            raise KeyError("the tensordict has no 'action' entry")
-        if not self._one_hot_actions or not isinstance(action, torch.Tensor):
-            return action
+    def _one_hot_action(self, action: Any) -> torch.Tensor:
+        """TorchRL's one-hot actions (N, n) as the fused step takes them: int64, contiguous.
+
+        No copy for an int64 contiguous tensor on the env's device (what the ``OneHot``
+        spec gives); other real dtypes (bool, floats) and devices are converted.
+
+        Raises:
+            TypeError: complex or non-numeric actions.
+            ValueError: a shape other than (N, n), a device it cannot be moved from; with
+                ``validate``, a row that is not one-hot.
+        """
         n = self.full_action_spec["action"].shape[-1]
+        if not isinstance(action, torch.Tensor):
+            arr = np.asarray(action)
+            if arr.dtype == object or arr.dtype.kind not in "biuf":
+                raise TypeError(f"one-hot actions must be numeric, got numpy dtype {arr.dtype}")
+            action = torch.from_numpy(np.ascontiguousarray(arr))
         if tuple(action.shape) != (*self.batch_size, n):
             raise ValueError(
                 f"one-hot actions must have shape ({self.batch_size[0]}, {n}), got "
@@ -408,13 +430,20 @@ class TorchRLEnv(EnvBase):
             )
         if action.is_complex():
             raise TypeError(f"one-hot actions must be real, got {action.dtype}")
+        if action.device != self.device:
+            try:
+                action = action.to(self.device)
+            except (RuntimeError, NotImplementedError) as exc:
+                raise ValueError(
+                    f"cannot move actions from {action.device} to {self.device}: {exc}"
+                ) from exc
         if self.venv.validate:
             ok = ((action == 0) | (action == 1)).all() & (action.sum(-1) == 1).all()
             if not bool(ok):
                 bad = ~(((action == 0) | (action == 1)).all(-1) & (action.sum(-1) == 1))
                 first = int(bad.to(torch.uint8).argmax())
                 raise ValueError(f"action {action[first].tolist()} of env {first} is not one-hot")
-        return _one_hot_index(action)
+        return action.to(torch.int64).contiguous()  # no copy when it is already so
 
     def _observations(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         """The observation entries of a batch of packed observations (N, *obs_shape)."""

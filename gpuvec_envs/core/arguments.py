@@ -1,4 +1,4 @@
-"""What users pass the shell, parsed and checked: env, dtype, autoreset mode, actions, seeds.
+"""What users pass the shell, parsed and checked: env, device, dtype, autoreset, actions, seeds.
 
 Every function raises a ``TypeError`` or ``ValueError`` naming the problem, before any
 state changes.
@@ -7,6 +7,7 @@ state changes.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,80 @@ def resolve_env_def(env_def: EnvDef | str) -> EnvDef:
     if not isinstance(env_def, EnvDef):
         raise TypeError(f"expected an EnvDef, got {type(env_def).__name__}")
     return env_def
+
+
+#: Device types that need no accelerator (``meta``: shapes only, for checks and tracing).
+_HOST_DEVICES = ("cpu", "meta")
+
+
+def as_device(device: Any) -> torch.device:
+    """Parse ``device`` and check that this torch can use it, before anything is built.
+
+    Accepts what ``torch.device`` accepts (``"cpu"``, ``"cuda"``, ``"cuda:1"``,
+    ``torch.device(...)``, ``"mps"``...).
+
+    Raises:
+        TypeError: not a str, ``torch.device`` or int.
+        ValueError: an unknown device string; an accelerator this torch was built without,
+            or one it sees no device of; an index past its last device. The message says
+            what torch reports and what to do.
+    """
+    if isinstance(device, bool) or not isinstance(device, str | torch.device | int):
+        raise TypeError(
+            f"device must be a str such as 'cpu' or 'cuda:0', or a torch.device, "
+            f"got {type(device).__name__}"
+        )
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(
+            f"device {device!r}: torch.device() rejects it ({exc}); use 'cpu', 'cuda' or "
+            "'cuda:<index>' (an int index), or another type of torch.device"
+        ) from exc
+    if dev.type in _HOST_DEVICES:
+        return dev
+    if dev.type == "cuda":
+        _check_cuda(dev, device)
+        return dev
+    module = getattr(torch, dev.type, None)
+    available = getattr(module, "is_available", None)
+    if available is not None and not available():
+        raise ValueError(
+            f"device {device!r}: torch {torch.__version__} reports "
+            f"torch.{dev.type}.is_available() == False; run on a machine with a {dev.type} "
+            "device and a torch build for it, or use device='cpu'"
+        )
+    count = getattr(module, "device_count", None)
+    if dev.index is not None and count is not None and dev.index >= count():
+        raise ValueError(
+            f"device {device!r}: torch sees {count()} {dev.type} device(s) "
+            f"(indices 0 to {count() - 1}); pick one of these or use device='cpu'"
+        )
+    return dev
+
+
+def _check_cuda(dev: torch.device, asked: Any) -> None:
+    """Raise ``ValueError`` unless torch can run on CUDA device ``dev``."""
+    if torch.version.cuda is None and torch.version.hip is None:
+        raise ValueError(
+            f"device {str(asked)!r}: this torch ({torch.__version__}) was built without CUDA "
+            "(torch.version.cuda is None); install a CUDA build of torch "
+            "(https://pytorch.org/get-started/locally/) or use device='cpu'"
+        )
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    seen = "" if visible is None else f", CUDA_VISIBLE_DEVICES={visible!r}"
+    if count == 0:
+        raise ValueError(
+            f"device {str(asked)!r}: torch {torch.__version__} (CUDA {torch.version.cuda}) "
+            f"sees no GPU (torch.cuda.is_available() is False{seen}); check the driver "
+            "(nvidia-smi) and CUDA_VISIBLE_DEVICES, or use device='cpu'"
+        )
+    if dev.index is not None and dev.index >= count:
+        raise ValueError(
+            f"device {str(asked)!r}: torch sees {count} GPU(s) (cuda:0 to cuda:{count - 1}"
+            f"{seen}); pick one of these or use device='cpu'"
+        )
 
 
 def as_dtype(dtype: Any) -> torch.dtype:

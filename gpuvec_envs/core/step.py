@@ -170,14 +170,18 @@ def fused_post_step(
     params: Any,
     cfg: StepConfig,
     post: Callable[[StepOut, Any], tuple[Any, Any]],
+    pre: Callable[[torch.Tensor], torch.Tensor] | None,
     carry: tuple[ShellState, Any],
     action: torch.Tensor,
 ) -> tuple[tuple[ShellState, Any], Any]:
-    """:func:`pure_step` followed by ``post(out, extra) -> (extra, result)`` (one graph).
+    """``pre(action)``, :func:`pure_step` and ``post(out, extra) -> (extra, result)`` (one graph).
 
     ``carry = (shell_state, extra)``; returns ``((new_shell_state, new_extra), result)``.
+    ``pre`` (``None``: none) maps the caller's action encoding to the engine's.
     """
     state, extra = carry
+    if pre is not None:
+        action = pre(action)
     out = pure_step(env_def, params, cfg, state, action)
     extra, result = post(out, extra)
     return (out.state, extra), result

@@ -27,6 +27,7 @@ from gpuvec_envs.core.arguments import (
     _MAX_SEED,
     action_tensor,
     as_autoreset_mode,
+    as_device,
     as_dtype,
     check_action_values,
     env_indices,
@@ -57,7 +58,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
     Args:
         env_def: The environment (an :class:`EnvDef` or ``"module:Class"``).
         num_envs: Batch size N.
-        device: Torch device of all state and outputs.
+        device: Torch device of all state and outputs; one torch cannot use (no CUDA
+            build, no GPU visible, an index past the last GPU, an unknown string) is a
+            ``ValueError`` here.
         dtype: Float dtype of the simulation state, observations and rewards.
         max_episode_steps: Truncate episodes after this many simulation steps (``None``:
             never).
@@ -129,7 +132,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if render_mode is not None and render_mode not in modes:
             raise ValueError(f"render_mode {render_mode!r} not in {modes}")
         self.num_envs = num_envs
-        self.device = torch.device(device)
+        self.device = as_device(device)
         if self.device.type == "cpu" and self.compiler_options.retain_memory:
             retain_freed_memory()  # fresh step outputs must not page-fault every step
         self.dtype = as_dtype(dtype)
@@ -454,7 +457,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         check_finite(fields, when)
 
     def fuse(
-        self, post: Callable[[StepOut, Any], tuple[Any, Any]]
+        self,
+        post: Callable[[StepOut, Any], tuple[Any, Any]],
+        pre: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> Callable[[Any, torch.Tensor], tuple[Any, Any]]:
         """A step with ``post`` applied to its outputs inside the same compiled call.
 
@@ -466,6 +471,12 @@ class GpuVecEnv(gym.vector.VectorEnv):
         returned, advances the env as :meth:`step` does, and runs on this env's
         backend (recompiled if the params change). ``extra`` must keep its structure,
         shapes, dtypes and strides from call to call.
+
+        ``pre(action) -> action``, if given, runs first in the same call: a pure map from the
+        caller's action encoding (e.g. TorchRL's one-hot (N, n)) to the engine's, so the
+        decode costs no eager op. ``f`` then takes what ``pre`` takes, on this env's device,
+        contiguous and with the same shape and dtype at every call; its output must be
+        what :meth:`prepare_action` returns (it is not checked).
         """
         backend: Backend | None = None
         built_for: Any = None
@@ -476,9 +487,10 @@ class GpuVecEnv(gym.vector.VectorEnv):
             if self._state is None:
                 raise RuntimeError("call reset() before step()")
             if backend is None or built_for is not self.params:
-                bound = (self.env_def, self.params, self.cfg, post)
+                bound = (self.env_def, self.params, self.cfg, post, pre)
                 choice = self._backend_choice
-                backend = self._backend(fused_post_step, bound, choice, f"_{id(post):x}")
+                suffix = f"_{id(post):x}" + ("" if pre is None else f"_{id(pre):x}")
+                backend = self._backend(fused_post_step, bound, choice, suffix)
                 built_for = self.params
             (self._state, extra), result = control(backend, (self._state, extra), action)
             backend.settle()
