@@ -115,7 +115,8 @@ def inexact_input() -> torch.Tensor:
 
 
 def test_eager_math_routes_inexact_ops_to_aten(inexact_input: torch.Tensor) -> None:
-    """On: ``sin``/``exp`` run as ATen kernels, bitwise eager. Off: inductor's own code,
+    """On: ``sin``/``exp`` run as ATen kernels (the lean wrapper calls them at every call),
+    bitwise eager. Off: inductor's own code,
     which differs in the last bit (so the pass is needed), and the report says so; the two
     builds do not share inductor's cache entry."""
     x = inexact_input
@@ -125,6 +126,8 @@ def test_eager_math_routes_inexact_ops_to_aten(inexact_input: torch.Tensor) -> N
     on_pass = next(p for p in on.passes if p.name == "eager_math")
     off_pass = next(p for p in off.passes if p.name == "eager_math")
     assert on_pass.status == "applied", on_pass
+    lean = next(p for p in on.passes if p.name == "lean_wrapper")
+    assert lean.status == "applied", lean  # it knows the ATen calls' statements
     assert "aten.sin.default x1" in on_pass.detail and "aten.exp.default x1" in on_pass.detail
     assert off_pass.status == "off" and "aten.sin.default" in off_pass.detail
     assert torch.equal(on(x)[0], want)
