@@ -253,6 +253,7 @@ def test_compile_flat_compiles_for_the_example_shapes(size_asserts):
         "wrapping_mul": "not_needed",
         "wide_fusion": "applied",
         "dynamic_batch": "off",
+        "eager_math": "not_needed",
     }
     if not size_asserts:  # a kernel for 64 elements reads the first 64 of longer inputs
         out = call(torch.arange(128), torch.arange(128) + 5)
@@ -344,14 +345,8 @@ def test_every_pass_off_gives_the_eager_results(env_id):
         space = eager.single_action_space
         action = torch.randint(0, int(space.n), (n,), generator=gen)
         out_c, out_e = compiled.step(action), eager.step(action)
-        if env_id == "gpuvec/CartPole-v1":  # float32 physics: compiled sin/cos, last bit
-            torch.testing.assert_close(out_c[0], out_e[0], rtol=0, atol=1e-5)
-            assert torch.equal(out_c[2], out_e[2]) or t > 30
-        else:
-            for x, y in zip(out_c[:4], out_e[:4], strict=True):
-                assert torch.equal(x, y), t
-        if env_id == "gpuvec/CartPole-v1":
-            compiled.set_env_state(eager.state.env)
+        for x, y in zip(out_c[:4], out_e[:4], strict=True):
+            assert torch.equal(x, y), t
     report = compiled.compile_report
     assert report.strategy == "flat_call" and report.fallbacks == (), str(report)
     assert {p.name: p.status for p in report.passes} == {
@@ -363,6 +358,7 @@ def test_every_pass_off_gives_the_eager_results(env_id):
         "isa_probe": "off",
         "wide_fusion": "off",
         "dynamic_batch": "off",
+        "eager_math": "not_needed",
     }
 
 

@@ -280,7 +280,8 @@ def _one_id_per_class() -> list[str]:
     return [e.id for e in GENERIC if not (e.env_def in seen or seen.add(e.env_def))]
 
 
-#: Classes whose scan CI compiles (the rest: ``-m slow``); CartPole has its own tests.
+#: Classes whose scan the fast suite compiles (the rest: ``-m heavy``); CartPole has its
+#: own tests.
 FAST_CLASSES = ("gpuvec/MinAtar-Breakout-v0", "gpuvec/MiniGrid-Empty-5x5-v0")
 
 
@@ -303,20 +304,24 @@ class CountPolicy(torch.nn.Module):
 @pytest.mark.parametrize(
     ("env_id", "kind"),
     [
-        pytest.param(i, "module", marks=() if i in FAST_CLASSES else pytest.mark.slow)
+        pytest.param(i, "module", marks=() if i in FAST_CLASSES else pytest.mark.heavy)
         for i in _one_id_per_class()
     ]
     + [pytest.param(i, "function", marks=pytest.mark.heavy) for i in FAST_CLASSES],
 )
 def test_scan_collector_equals_a_step_loop_on_every_env_class(env_id, kind):
     """Two compiled scan rollouts equal a hand-written loop of the policy and eager
-    ``env.step``: observations, actions, rewards, flags through autoresets (SameStep and
-    time limits), the final observation and the env's state; bitwise, except float64
-    physics within 1e-12 (compiled float arithmetic may differ in the last bit). The
-    policy is an ``nn.Module`` (traced straight to inductor) or a plain function (through
-    dynamo)."""
+    ``env.step`` bitwise, in float32 and float64: observations, actions, rewards, flags
+    through autoresets (SameStep and time limits), the final observation and the env's
+    state. The policy is an ``nn.Module`` (traced straight to inductor) or a plain
+    function (through dynamo)."""
+    for dtype in (torch.float32, torch.float64):
+        _scan_equals_loop(env_id, kind, dtype)
+
+
+def _scan_equals_loop(env_id: str, kind: str, dtype: torch.dtype) -> None:
     kw = dict(num_envs=6, backend="eager", autoreset_mode="SameStep", max_episode_steps=9)
-    kw["dtype"] = torch.float64
+    kw["dtype"] = dtype
     env, ref = gym.make_vec(env_id, **kw), gym.make_vec(env_id, **kw)
     env.reset(seed=7)
     obs, _ = ref.reset(seed=7)
@@ -325,10 +330,7 @@ def test_scan_collector_equals_a_step_loop_on_every_env_class(env_id, kind):
     collector = RolloutCollector(env, policy, 20, backend="compile", scan=True)
 
     def same(x: torch.Tensor, y: torch.Tensor) -> None:
-        if x.is_floating_point():
-            torch.testing.assert_close(x, y, rtol=0, atol=1e-12)
-        else:
-            assert torch.equal(x, y)
+        assert torch.equal(x, y)
 
     ended = 0
     for _ in range(2):

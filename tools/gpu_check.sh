@@ -6,7 +6,8 @@
 #   tools/gpu_check.sh [OUT_DIR]     # default: $OUT, else bench_out/
 #
 # writes to OUT_DIR: nvidia-smi.txt, cuda_tests.log (pytest -m cuda: every CUDA test, one
-# ID per env class or more), cuda_diag.log (tools/cuda_diag.py: the lava worlds and Breakout
+# ID per env class or more), cuda_vs_cpu.txt (test_reproducibility's largest |CPU - CUDA|
+# per env and dtype), cuda_diag.log (tools/cuda_diag.py: the lava worlds and Breakout
 # eager, compiled and graphed, against the CPU step by step), gpu.json (python -m
 # gpuvec_envs.bench --suite gpu), bench.log, prewarm.log (the benchmark's compiles, run
 # beside the tests) and failures.txt. Copy gpu.json to docs/results/gpu.json; `python -m
@@ -63,9 +64,10 @@ diag=$!
 # 1. every CUDA test (files that hold them; they import no optional dependency); each
 # failure's report goes to failures.txt at once, in case the run is stopped
 export GPUVEC_TEST_FAILURES="$OUT_DIR/failures.txt"
+export GPUVEC_CUDA_VS_CPU="$OUT_DIR/cuda_vs_cpu.txt"
 timeout "${TESTS_S:-240}" python3 -m pytest -v -m cuda -n 10 -p no:cacheprovider -rfEs \
     tests/test_cuda.py tests/test_engine.py tests/test_rollout.py tests/test_checkpoint.py \
-    tests/test_cleanrl_wrappers.py >"$OUT_DIR/cuda_tests.log" 2>&1
+    tests/test_cleanrl_wrappers.py tests/test_reproducibility.py >"$OUT_DIR/cuda_tests.log" 2>&1
 tests=$?
 grep -E "FAILED|ERROR|passed|failed" "$OUT_DIR/cuda_tests.log" | tail -n 40
 echo "[gpu_check] tests exit $tests after $(( $(date +%s) - start )) s"

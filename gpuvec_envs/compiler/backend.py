@@ -20,7 +20,14 @@ from gpuvec_envs.compiler.background import BackgroundBuild
 from gpuvec_envs.compiler.options import CompilerOptions, resolve
 from gpuvec_envs.compiler.pytree import on_cuda
 from gpuvec_envs.compiler.report import CompileReport, Fallback
-from gpuvec_envs.compiler.strategies import STRATEGIES, NoFallback, Request, Strategy
+from gpuvec_envs.compiler.strategies import (
+    STRATEGIES,
+    Eager,
+    InexactCompile,
+    NoFallback,
+    Request,
+    Strategy,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -93,11 +100,13 @@ class Backend:
     process's CPU threads to it); the first call after the child finishes builds the
     compiled call from the warm cache (seconds, on the caller's thread; on CUDA the CUDA
     graph is captured there too) and runs it. Switching changes no state a state-first call
-    carries, but eager and compiled float results can differ in the last bit, and the switch
-    point depends on timing. ``auto`` is ``background``. On CUDA the child starts at the
-    first call. With the ``warm_start`` switch (on by default), a CPU call that an earlier
-    process compiled (:mod:`~gpuvec_envs.compiler.warm`) is built from the cache at the
-    first call instead.
+    carries, and the switch point depends on timing, so ``auto``/``background`` switch only
+    to a compiled call that computes the eager call's bits (the ``eager_math`` pass says so,
+    :mod:`~gpuvec_envs.compiler.passes.eager_math`); one that would not is not used (the
+    report's fallbacks say why) and the calls stay eager. ``auto`` is ``background``. On
+    CUDA the child starts at the first call. With the ``warm_start`` switch (on by
+    default), a CPU call that an earlier process compiled
+    (:mod:`~gpuvec_envs.compiler.warm`) is built from the cache at the first call instead.
 
     A strategy that fails, and a background compile that fails, are reported in
     :attr:`report` and warned about (naming :attr:`label`) for every backend; with the
@@ -383,8 +392,18 @@ class Backend:
         self, args: tuple[Any, ...]
     ) -> tuple[Callable[..., Any], Strategy, CompileReport, Any]:
         """Try the strategies for ``args``; return (call, strategy, report, first output)."""
+        # ``auto``/``background`` switch from eager calls to compiled ones (or start with
+        # compiled ones when the cache is warm): only to calls that compute eager's bits
+        exact = self.mode in ("auto", "background")
         request = Request(
-            self.eager_fn, self._raw, self._bound, self._tag, args, self._state_first, self.options
+            self.eager_fn,
+            self._raw,
+            self._bound,
+            self._tag,
+            args,
+            self._state_first,
+            self.options,
+            exact,
         )
         threads = torch.get_num_threads()
         torch.set_num_threads(self._compile_threads)
@@ -409,6 +428,13 @@ class Backend:
             except NoFallback:  # the function's own error: no strategy would do better
                 self._compiled_once = False
                 raise
+            except InexactCompile as exc:  # stay eager for good, whatever the cache holds
+                reason = f"compiled calls would not equal eager ones ({exc}); calls stay eager"
+                fallbacks.append(Fallback(strategy.name, reason))
+                self._warn(f"the {strategy.name} strategy is not used", reason, 5)
+                strategy = next((s for s in self.strategies if s.name == "eager"), Eager())
+                built = strategy.build(request)
+                break
             except Exception as exc:  # noqa: BLE001 - try the next strategy
                 if k == len(self.strategies) - 1:
                     raise

@@ -28,7 +28,7 @@ import torch
 
 from gpuvec_envs.compiler.kernels import kernels_of
 from gpuvec_envs.compiler.options import WIDE_FUSION, CompilerOptions
-from gpuvec_envs.compiler.passes import cpp_schedule, isa_probe, wrapping
+from gpuvec_envs.compiler.passes import cpp_schedule, eager_math, isa_probe, wrapping
 from gpuvec_envs.compiler.passes.cpp_schedule import ScheduleLog, scheduled_cpp_kernels
 from gpuvec_envs.compiler.passes.direct_call import direct_call
 from gpuvec_envs.compiler.pytree import (
@@ -158,19 +158,36 @@ def compile_flat(
         return tuple(eval(p, {"out": out}) for p in leaf_paths(out, "out"))  # noqa: S307
 
     log, wrap_log, probe_log = ScheduleLog(), wrapping.WrapLog(), isa_probe.ProbeLog()
+    math_log = eager_math.EagerMathLog()
     with COMPILE_LOCK, stable_cache_keys():
         try:
             compiled, inner, inputs, wrap_skipped, dynamic = _compile(
-                flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log, batch
+                flat_fn,
+                leaves,
+                inductor_options,
+                compiler,
+                log,
+                wrap_log,
+                probe_log,
+                batch,
+                math_log,
             )
         except Exception as exc:
             if batch is None or carried(exc, StopCompile) is not None:
                 raise
             # an op without symbolic sizes (in tracing or lowering): compile the one size
             log, wrap_log, probe_log = ScheduleLog(), wrapping.WrapLog(), isa_probe.ProbeLog()
+            math_log = eager_math.EagerMathLog()
             inductor_options["size_asserts"] = size_asserts
             compiled, inner, inputs, wrap_skipped, _ = _compile(
-                flat_fn, leaves, inductor_options, compiler, log, wrap_log, probe_log
+                flat_fn,
+                leaves,
+                inductor_options,
+                compiler,
+                log,
+                wrap_log,
+                probe_log,
+                math_log=math_log,
             )
             dynamic = PassResult("dynamic_batch", "failed", _first_line(exc))
     cpp_wrapper = bool(inductor_options.get("cpp_wrapper"))
@@ -191,6 +208,7 @@ def compile_flat(
     passes.append(_isa_probe_result(compiler, probe_log, leaves))
     passes.append(_wide_fusion_result(compiler, inductor_options))
     passes.append(dynamic)
+    passes.append(math_log.result(compiler.eager_math))
     unflatten = make_unflattener(captured.pop("structure"))
     global compiled_graphs
     compiled_graphs += 1
@@ -220,6 +238,7 @@ def _compile(
     wrap_log: wrapping.WrapLog,
     probe_log: isa_probe.ProbeLog,
     batch: int | None = None,
+    math_log: eager_math.EagerMathLog | None = None,
 ) -> tuple[Callable[..., Any], dict[str, Any], list[torch.Tensor], PassResult | None, PassResult]:
     """Trace and compile.
 
@@ -230,7 +249,7 @@ def _compile(
 
     Returns AOT autograd's call, inductor's output, all inputs, the ``wrapping_mul``
     pass's result if it did not apply (``None`` if it did) and the ``dynamic_batch``
-    pass's result.
+    pass's result. ``math_log`` receives what the ``eager_math`` pass found and did.
     """
     from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
@@ -268,6 +287,13 @@ def _compile(
         with products or contextlib.nullcontext():
             graph, dynamic = _trace(flat_fn, leaves, traced, fake_mode, batch, dynamic)
         device = graph_device(leaves)
+        math_log = math_log if math_log is not None else eager_math.EagerMathLog()
+        math_log.routable, math_log.unfixed = eager_math.graph_ops(graph)
+        cuda_config: dict[str, Any] = {}
+        if compiler.eager_math and device is not None and device.type == "cuda":
+            math_log.cuda = True
+            math_log.divisions = eager_math.eager_reciprocals(graph)
+            cuda_config, math_log.missing = eager_math.cuda_config()
         _place_constants(graph, device, fake_mode if given else None)
         check_no_host_copies(graph, device)
         _lift_scan_constants(graph)
@@ -286,11 +312,14 @@ def _compile(
             fake_inputs[: len(leaves)] = traced
         lift = inductor_options.get("max_fusion_size") == WIDE_FUSION
         with (
-            torch._inductor.config.patch(inductor_options),
+            torch._inductor.config.patch({**inductor_options, **cuda_config}),
             _no_autograd_cache(),
             schedule,
             _any_fusion_distance(lift),
+            contextlib.ExitStack() as routing,
         ):
+            if compiler.eager_math and math_log.routable:
+                math_log.why_not = routing.enter_context(eager_math.eager_kernels(math_log))
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
     return compiled, inner, inputs, wrap_skipped, dynamic
 

@@ -4,7 +4,8 @@
 ``compiler_options={"cpp_schedule": False}`` on an env (or a :class:`CompilerOptions`)
 sets them for that env. Precedence, lowest first: the defaults, the environment variable,
 the env's registry entry, the ``compiler_options`` keyword. Every combination gives the
-same results; switching a pass off only makes the step slower.
+same results (but ``eager_math=False`` where a step has transcendental functions: last
+bits); switching a pass off only makes the step slower.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ class CompilerOptions:
             serves every ``num_envs`` (an env of another size compiles from inductor's
             cache in seconds instead of anew); off by default: the kernels of a fixed size
             are faster on the CPU (see docs/performance.md).
+        eager_math: Compile the float operations whose inductor code differs from eager
+            ATen's in the last bit (``sin``, ``exp``, ``tanh``, ...; none in this library's
+            envs) as calls of ATen's kernels, so that compiled steps equal eager ones
+            bitwise (:mod:`~gpuvec_envs.compiler.passes.eager_math`); off: inductor's own
+            fused code, faster, and the ``auto`` backend then keeps such a step eager
+            rather than switch mid-run (``backend="compile"`` runs it compiled throughout).
         strict: Raise :class:`~gpuvec_envs.compiler.backend.CompileError` where a
             strategy (or a background compile) fails, instead of falling back to a slower
             one with a warning (off by default).
@@ -84,6 +91,7 @@ class CompilerOptions:
     yield_to_compile: bool = True
     wide_fusion: bool = True
     dynamic_batch: bool = False
+    eager_math: bool = True
     strict: bool = False
     inductor: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 

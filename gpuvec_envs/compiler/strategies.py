@@ -12,6 +12,7 @@ To add a strategy, write a class with these four members and insert an instance 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import types
@@ -25,8 +26,24 @@ from gpuvec_envs.compiler.flat import compile_flat
 from gpuvec_envs.compiler.inplace import InPlaceStateCall
 from gpuvec_envs.compiler.kernels import Kernel
 from gpuvec_envs.compiler.options import CompilerOptions
+from gpuvec_envs.compiler.passes import eager_math
 from gpuvec_envs.compiler.pytree import make_flattener, on_cuda, same_layout
 from gpuvec_envs.compiler.report import PassResult
+
+
+class InexactCompile(Exception):  # noqa: N818 - a signal, not an error
+    """A compiled call would not compute the eager call's bits (raised before it runs).
+
+    Raised for a :class:`Request` with ``exact=True``; the backend then runs the eager
+    strategy, so that a run never switches between calls whose results differ.
+    """
+
+
+def check_exact(request: Request, passes: tuple[PassResult, ...]) -> None:
+    """Raise :class:`InexactCompile` if ``request`` needs eager's bits and ``passes`` say no."""
+    if request.exact and not eager_math.exact(passes):
+        detail = next((p.detail for p in passes if p.name == eager_math.NAME), "")
+        raise InexactCompile(detail)
 
 
 class NoFallback(Exception):  # noqa: N818 - a mixin, not an error of its own
@@ -48,6 +65,8 @@ class Request:
     args: tuple[Any, ...]  # the first call's arguments
     state_first: bool  # args[0] is a state returned, same structure, as output field 0
     options: CompilerOptions
+    #: The compiled call must compute the eager call's bits (else InexactCompile).
+    exact: bool = False
 
 
 class Built(NamedTuple):
@@ -88,6 +107,7 @@ class FlatCall:
         # a state that comes back with another layout than it went in keeps them.
         fn, args, options = request.fn, request.args, request.options
         call = compile_flat(fn, args, size_asserts=not request.state_first, compiler=options)
+        check_exact(request, call.passes)
         out = call(*args)
         if request.state_first and not same_layout(args[0], out[0]):
             call = compile_flat(fn, args, compiler=options)
@@ -129,6 +149,7 @@ class InPlaceState:
 
     def build(self, request: Request) -> Built:  # noqa: D102
         call = InPlaceStateCall(request.fn, request.args, compiler=request.options)
+        check_exact(request, call.passes)
         return Built(call, call(*request.args), call.passes, call.kernels)
 
 
@@ -141,6 +162,8 @@ class TorchCompile:
         return None
 
     def build(self, request: Request) -> Built:  # noqa: D102
+        if request.exact:  # dynamo's graph is not seen before it runs
+            raise InexactCompile("torch.compile's graph is not checked for eager_math")
         compiled = torch.compile(
             fresh_function(request.raw, request.tag),
             fullgraph=True,
@@ -148,7 +171,14 @@ class TorchCompile:
             options=request.options.inductor_config() or None,
         )
         call = functools.partial(compiled, *request.bound)
-        return Built(call, call(*request.args))
+        log = eager_math.EagerMathLog()
+        with contextlib.ExitStack() as stack:
+            if request.options.eager_math:  # dynamo compiles at the first call
+                log.why_not = stack.enter_context(eager_math.eager_kernels(log))
+            out = call(*request.args)
+        # the graph's operations are not known here, only what was routed
+        log.routable = list(log.routed)
+        return Built(call, out, (log.result(request.options.eager_math),))
 
 
 class Eager:

@@ -6,7 +6,8 @@ views that is several microseconds per call. The lean call keeps the buffers tha
 reach the outputs (scratch) and their views from one call to the next, allocates only the
 outputs' buffers, and runs the kernels as they are. It is built only if every statement of
 the wrapper is one of the forms it knows (allocations, views, aliases, dtype views, size
-reads, C++ kernel calls, buffer reuse, ``del``, asserts, ``return``).
+reads, C++ kernel calls, ATen kernel calls of one buffer, buffer reuse, ``del``, asserts,
+``return``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ _ALLOC = re.compile(rf"({_NAME}) = empty_strided_cpu\(.*\)$")
 _VIEW = re.compile(rf"({_NAME}) = reinterpret_tensor\(({_NAME}), .*\)(  # alias)?$")
 _DTYPE_VIEW = re.compile(rf"({_NAME}) = torch\.ops\.aten\.view\.dtype\(({_NAME}), torch\.\w+\)$")
 _ALIAS = re.compile(rf"({_NAME}) = ({_NAME})$")
+# an ATen kernel's call on one buffer (``eager_math``'s fallbacks): a fresh output per call
+_ATEN_CALL = re.compile(rf"({_NAME}) = torch\.ops\.aten\.\w+\.default\(({_NAME})\)$")
 _KERNEL = re.compile(rf"cpp_fused_\w*\(({_NAME}(?:, {_NAME})*)\)$")
 _SIZES = re.compile(rf"{_NAME} = {_NAME}(\.size\(\)|\[\d+\])$")  # an input's size, read
 _REUSE_SPLIT = re.compile(r"; (?=del )")
@@ -56,7 +59,7 @@ def _make_lean(call: Callable[..., Any]) -> tuple[Callable[..., Any] | None, str
         if line.startswith("return ("):
             ret = line
             break
-        m = _ALLOC.match(line)
+        m = _ALLOC.match(line) or _ATEN_CALL.match(line)
         if m:
             base[m.group(1)] = m.group(1)
         elif m := (_VIEW.match(line) or _DTYPE_VIEW.match(line) or _ALIAS.match(line)):
@@ -75,7 +78,8 @@ def _make_lean(call: Callable[..., Any]) -> tuple[Callable[..., Any] | None, str
     per_call_names = set(re.findall(_NAME, body[0]))  # the inputs, then what each call sets
     for name, line in per_call:
         scratch = name is not None and base[name] not in outputs
-        if scratch and not set(re.findall(_NAME, line.split(" = ", 1)[1])) & per_call_names:
+        reads = set(re.findall(_NAME, line.split(" = ", 1)[1])) if name is not None else set()
+        if scratch and not _ATEN_CALL.match(line) and not reads & per_call_names:
             setup.append(line)
             continue
         if assigned := re.match(rf"({_NAME}) = ", line):

@@ -6,16 +6,17 @@ over ``t = [0, dt]`` of the state augmented with the torque (``rk4``), ``wrap`` 
 angles into ``[-pi, pi]`` and ``bound`` of both velocities, termination when the tip is
 above the bar, reward -1 per step and 0 on termination, the cos/sin observation, the
 optional uniform torque noise, reset options ``low``/``high``, the reset state rounded to
-float32, and the same order of floating-point operations (float64 agrees with the reference
-to the last bit on the eager backend).
+float32, and the same order of floating-point operations.
 
 Deliberate differences: the torque noise is drawn from the env's counter-based
 :class:`~gpuvec_envs.core.rng.Rng` instead of ``np_random``; gymnasium's ``wrap`` loops until
 the angle is in range, here it subtracts (adds) ``2 pi`` at most :data:`WRAP_ITERS` times,
 which covers every angle reachable in one step from a state within the velocity bounds (and
-falls back to ``remainder`` beyond); squares are ``x**2`` (one multiplication) where numpy's
-scalar ``**`` calls libm's ``pow`` and ``sin``/``cos`` are torch's, so float64 results differ
-from the reference in the last bit for ~0.5% of steps (< 1e-14).
+falls back to ``fmod`` beyond); squares are ``x**2`` (one multiplication) where numpy's
+scalar ``**`` calls libm's ``pow``, and ``sin``/``cos`` are
+:mod:`~gpuvec_envs.envs.classic._trig`'s (the same bits on every backend and device, within
+1 ulp of libm's), so float64 results differ from the reference in the last bits (< 1e-14
+per step).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs.classic import _draw as draw
+from gpuvec_envs.envs.classic import _trig
 from gpuvec_envs.envs.classic._util import columns, numpy_dtype, reset_bounds, round32
 
 #: Conditional subtractions (and additions) of ``2 pi`` in :func:`wrap`. One RK4 step from
@@ -110,15 +112,14 @@ def dsdt(
     g = p.gravity
     pi = math.pi
     theta1, theta2, dtheta1, dtheta2 = s
-    cos_theta2 = torch.cos(theta2)
-    sin_theta2 = torch.sin(theta2)
+    sin_theta2, cos_theta2 = _trig.sincos(theta2)
     d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos_theta2) + i1 + i2
     d2 = m2 * (lc2**2 + l1 * lc2 * cos_theta2) + i2
-    phi2 = m2 * lc2 * g * torch.cos(theta1 + theta2 - pi / 2.0)
+    phi2 = m2 * lc2 * g * _trig.cos(theta1 + theta2 - pi / 2.0)
     phi1 = (
         -m2 * l1 * lc2 * dtheta2**2 * sin_theta2
         - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin_theta2
-        + (m1 * lc1 + m2 * l1) * g * torch.cos(theta1 - pi / 2)
+        + (m1 * lc1 + m2 * l1) * g * _trig.cos(theta1 - pi / 2)
         + phi2
     )
     if p.book_or_nips == "nips":
@@ -163,7 +164,9 @@ def wrap(x: torch.Tensor, m: float, big_m: float) -> torch.Tensor:
     up = _first_in_range(x, diff, lambda c: c < m)
     x = torch.where(x > big_m, down, up)
     outside = (x > big_m) | (x < m)
-    return torch.where(outside, torch.remainder(x - m, diff) + m, x)
+    mod = torch.fmod(x - m, diff)  # exact; then the sign of diff, as ``remainder``
+    mod = torch.where(mod < 0, mod + diff, mod)
+    return torch.where(outside, mod + m, x)
 
 
 def _first_in_range(x: torch.Tensor, shift: float, out_of_range) -> torch.Tensor:
@@ -191,7 +194,7 @@ def dynamics(params: AcrobotParams, s: AcrobotState, a: torch.Tensor) -> Acrobot
 
 def terminal(params: AcrobotParams, s: AcrobotState) -> torch.Tensor:
     """(N,) bool: the tip is more than one link length above the pivot."""
-    return -torch.cos(s.theta1) - torch.cos(s.theta2 + s.theta1) > 1.0
+    return -_trig.cos(s.theta1) - _trig.cos(s.theta2 + s.theta1) > 1.0
 
 
 def reward(params: AcrobotParams, terminated: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -202,14 +205,9 @@ def reward(params: AcrobotParams, terminated: torch.Tensor, dtype: torch.dtype) 
 
 def observation(params: AcrobotParams, s: AcrobotState) -> torch.Tensor:
     """(N, 6) observation ``[cos th1, sin th1, cos th2, sin th2, dth1, dth2]``."""
-    return columns(
-        torch.cos(s.theta1),
-        torch.sin(s.theta1),
-        torch.cos(s.theta2),
-        torch.sin(s.theta2),
-        s.dtheta1,
-        s.dtheta2,
-    )
+    sin1, cos1 = _trig.sincos(s.theta1)
+    sin2, cos2 = _trig.sincos(s.theta2)
+    return columns(cos1, sin1, cos2, sin2, s.dtheta1, s.dtheta2)
 
 
 def render_frames(params: AcrobotParams, s: AcrobotState, size: int = 500) -> torch.Tensor:

@@ -10,8 +10,9 @@ floating-point operations.
 gymnasium stores this env's state as float32 after every step (the float64 state after a
 reset is used once). The step here does the same: it computes in the simulation dtype,
 decides termination on the unrounded values, and stores position and velocity rounded to
-float32; in float64 it equals gymnasium's step from the same state held as float64 to the
-last bit (eager). From its own float32 state gymnasium's arithmetic varies with numpy scalar
+float32; in float64 it equals gymnasium's step from the same state held as float64 up to
+the last bit of ``cos`` (:mod:`~gpuvec_envs.envs.classic._trig`'s, the same bits on every
+backend and device). From its own float32 state gymnasium's arithmetic varies with numpy scalar
 types (``3 * position`` in float32; float32 additions when the force is clipped to a Python
 float; float32 products for a float32 action), which no single-dtype simulation reproduces:
 whole-episode parity tests therefore copy the state into the reference before every step.
@@ -32,6 +33,7 @@ import torch
 
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
+from gpuvec_envs.envs.classic import _trig
 from gpuvec_envs.envs.classic._util import columns, numpy_dtype, reset_bounds, round32
 from gpuvec_envs.envs.classic.mountain_car import (
     clip_state,
@@ -72,7 +74,7 @@ def dynamics(
 ) -> ContinuousMountainCarState:
     """One step with clipped ``force`` (N,); returns the unrounded next state."""
     p = params
-    velocity = s.velocity + (force * p.power - p.gravity * torch.cos(3 * s.position))
+    velocity = s.velocity + (force * p.power - p.gravity * _trig.cos(3 * s.position))
     position, velocity = clip_state(
         p.min_position, p.max_position, p.max_speed, s.position, velocity
     )

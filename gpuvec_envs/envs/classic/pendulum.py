@@ -3,15 +3,16 @@
 Mirrors ``gymnasium/envs/classic_control/pendulum.py`` (gymnasium 1.4, ``PendulumEnv``):
 same constants, the ``g`` parameter, the action clipped to ``±max_torque``, the cost
 computed from the pre-step state with ``angle_normalize``, the same order of floating-point
-operations (float64 agrees with the reference to the last bit on the eager backend), and the
-reset options ``x_init``/``y_init`` (symmetric bounds of the initial angle and angular
-velocity). Pendulum never terminates; episodes end by the registration's time limit.
+operations, and the reset options ``x_init``/``y_init`` (symmetric bounds of the initial
+angle and angular velocity). Pendulum never terminates; episodes end by the registration's
+time limit.
 
 Deliberate differences: ``angle_normalize`` is computed with ``fmod`` plus a sign fix, which
 is exactly numpy's floor-mod for a positive divisor on every backend; gymnasium casts a
 float32 action's terms in float32 before adding them to its float64 state, while here the
-action is cast to the simulation dtype first. numpy's scalar ``**2`` calls libm's ``pow`` and
-torch's ``sin`` is its own, so float64 rewards (rarely states) differ in the last bit.
+action is cast to the simulation dtype first. numpy's scalar ``**2`` calls libm's ``pow``, and
+``sin``/``cos`` are :mod:`~gpuvec_envs.envs.classic._trig`'s (the same bits on every backend
+and device, within 1 ulp of libm's), so float64 results differ in the last bit now and then.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gymnasium.envs.classic_control.utils import verify_number_and_cast
 from gpuvec_envs.core.env import EnvDef
 from gpuvec_envs.core.rng import Rng
 from gpuvec_envs.envs.classic import _draw as draw
+from gpuvec_envs.envs.classic import _trig
 from gpuvec_envs.envs.classic._util import columns, numpy_dtype
 
 WHITE, BLACK, ROD = (255, 255, 255), (0, 0, 0), (204, 77, 77)
@@ -90,7 +92,7 @@ def clip_action(params: PendulumParams, action: torch.Tensor) -> torch.Tensor:
 def dynamics(params: PendulumParams, s: PendulumState, u: torch.Tensor) -> PendulumState:
     """One semi-implicit Euler step with clipped torque ``u`` (N,) [N m]."""
     p = params
-    newthdot = s.thdot + (p.gravity_coef * torch.sin(s.th) + p.torque_coef * u) * p.dt
+    newthdot = s.thdot + (p.gravity_coef * _trig.sin(s.th) + p.torque_coef * u) * p.dt
     newthdot = torch.clamp(newthdot, -p.max_speed, p.max_speed)
     newth = s.th + newthdot * p.dt
     return PendulumState(newth, newthdot)
@@ -127,7 +129,8 @@ def render_frames(params: PendulumParams, s: PendulumState, size: int = 500) -> 
 
 def observation(params: PendulumParams, s: PendulumState) -> torch.Tensor:
     """(N, 3) observation ``[cos th, sin th, thdot]``."""
-    return columns(torch.cos(s.th), torch.sin(s.th), s.thdot)
+    sin, cos = _trig.sincos(s.th)
+    return columns(cos, sin, s.thdot)
 
 
 class Pendulum(EnvDef[PendulumState, PendulumParams]):
