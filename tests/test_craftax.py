@@ -1,0 +1,317 @@
+"""Craftax-Classic foundations against the reference (craftax 1.6.1 on jax 0.10.2, CPU).
+
+- ``_threefry``: jax's key stream and samplers, bit for bit, for many keys and shapes;
+- ``worldgen``: the generated world (map, player, mobs, intrinsics, keys) equal to
+  ``craftax_classic.world_gen.generate_world`` for many seeds, bit for bit.
+
+jax compiles each function once per shape (seconds); the unmarked tests share compiled
+functions through module-scoped fixtures, the seed sweeps are marked ``heavy``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+from gpuvec_envs.envs.craftax import _threefry as tf  # noqa: E402
+
+SEEDS = [0, 1, 2, 7, 42, 123, 2**31 - 1, 2**31, 2**32 - 1, 987654321]
+
+
+def _keys(seeds: list[int]) -> tuple[torch.Tensor, np.ndarray]:
+    """Our keys and jax's raw keys for the same seeds: (N, 2) int64, (N, 2) uint32."""
+    ours = tf.prng_key(torch.tensor(seeds, dtype=torch.int64))
+    theirs = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in seeds])
+    return ours, theirs
+
+
+def _eq(ours: torch.Tensor, theirs) -> None:
+    """Exact equality, uint32 compared as int64 values, floats bit for bit."""
+    theirs = np.asarray(theirs)
+    if theirs.dtype == np.uint32:
+        theirs = theirs.astype(np.int64)
+    expected = torch.from_numpy(np.array(theirs))
+    assert ours.shape == expected.shape
+    if ours.dtype.is_floating_point:
+        assert ours.dtype == expected.dtype
+        torch.testing.assert_close(
+            ours.view(torch.int32), expected.view(torch.int32), rtol=0, atol=0
+        )
+    else:
+        torch.testing.assert_close(ours.to(torch.int64), expected.to(torch.int64), rtol=0, atol=0)
+
+
+def test_jax_defaults_are_the_mirrored_ones() -> None:
+    assert jax.config.jax_threefry_partitionable is True
+    assert jax.config.jax_enable_x64 is False
+
+
+def test_prng_key_and_split_and_fold_in() -> None:
+    ours, theirs = _keys(SEEDS + [-1, -5, 2**32 + 3])
+    _eq(ours, theirs)
+    for num in (2, 3, 5):
+        _eq(tf.split(ours, num), jax.vmap(lambda k, n=num: jax.random.split(k, n))(theirs))
+    a, b = tf.split2(ours)
+    ja, jb = jax.vmap(jax.random.split)(theirs).transpose(1, 0, 2)
+    _eq(a, ja)
+    _eq(b, jb)
+    for data in (0, 1, 17, 2**32 - 1):
+        _eq(tf.fold_in(ours, data), jax.vmap(lambda k, d=data: jax.random.fold_in(k, d))(theirs))
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (3,), (7, 5), (64, 64), (2, 3, 4)])
+def test_random_bits_and_uniform(shape: tuple[int, ...]) -> None:
+    ours, theirs = _keys(SEEDS)
+    _eq(tf.random_bits(ours, shape), jax.vmap(lambda k: jax.random.bits(k, shape))(theirs))
+    _eq(tf.uniform(ours, shape), jax.vmap(lambda k: jax.random.uniform(k, shape))(theirs))
+    _eq(
+        tf.uniform(ours, shape, -2.5, 3.25),
+        jax.vmap(lambda k: jax.random.uniform(k, shape, minval=-2.5, maxval=3.25))(theirs),
+    )
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"), [(0, 1), (0, 4), (0, 5), (-3, 17), (0, 4096), (5, 5), (7, 3), (0, 100_003)]
+)
+def test_randint(lo: int, hi: int) -> None:
+    ours, theirs = _keys(SEEDS)
+    for shape in [(), (6,), (4, 9)]:
+        _eq(
+            tf.randint(ours, shape, lo, hi),
+            jax.vmap(lambda k, s=shape: jax.random.randint(k, s, lo, hi))(theirs),
+        )
+
+
+def test_randint_large_span_wraps_like_uint32() -> None:
+    ours, theirs = _keys(SEEDS)
+    lo, hi = -(2**31), 2**31 - 1
+    _eq(
+        tf.randint(ours, (33,), lo, hi),
+        jax.vmap(lambda k: jax.random.randint(k, (33,), lo, hi))(theirs),
+    )
+
+
+def test_choice_uniform_and_permutation() -> None:
+    ours, theirs = _keys(SEEDS)
+    dirs = np.array([[0, -1], [0, 1], [-1, 0], [1, 0]], dtype=np.int32)
+    idx = tf.choice(ours, 4)
+    expected = jax.vmap(lambda k: jax.random.choice(k, jnp.asarray(dirs)))(theirs)
+    _eq(torch.from_numpy(dirs.astype(np.int64))[idx], expected)
+    for n in (1, 2, 10, 300, 4096):
+        _eq(tf.permutation(ours, n), jax.vmap(lambda k, n=n: jax.random.permutation(k, n))(theirs))
+
+
+@pytest.mark.parametrize("n", [2, 4, 16, 17, 100, 255, 256, 257, 4096])
+def test_cumsum_in_xla_cpu_order(n: int) -> None:
+    rng = np.random.default_rng(n)
+    x = (rng.random((5, n)) * rng.choice([0.0, 1.0, 1e-3], (5, n))).astype(np.float32)
+    _eq(tf.cumsum_xla_cpu(torch.from_numpy(x)), jax.jit(jax.vmap(jnp.cumsum))(x))
+
+
+def test_choice_with_p_as_in_craftax() -> None:
+    """Masks over a 64x64 map normalised by their count, the way craftax spawns and places."""
+    rng = np.random.default_rng(1)
+    seeds = list(range(40))
+    ours, theirs = _keys(seeds)
+    density = rng.random((len(seeds), 1))
+    mask = (rng.random((len(seeds), 4096)) < density).astype(np.float32)
+    mask[0] = 0
+    mask[0, 4095] = 1
+    mask[1] = 0
+    mask[1, 0] = 1
+    p = mask / mask.sum(1, keepdims=True)
+
+    def ref(k, p):
+        return jax.random.choice(k, jnp.arange(4096), p=p)
+
+    expected = jax.jit(jax.vmap(ref))(theirs, p)
+    _eq(tf.choice(ours, 4096, p=torch.from_numpy(p)), expected)
+    expected = jax.jit(jax.vmap(lambda k, p: jax.random.choice(k, 4096, (1,), p=p)))(theirs, p)
+    _eq(tf.choice(ours, 4096, (1,), p=torch.from_numpy(p)), expected)
+    # craftax's zombie chase: two choices, one or both with the largest distance
+    q = np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0], [1 / 3, 1 / 3]] * 10, np.float32)
+    expected = jax.vmap(lambda k, p: jax.random.choice(k, jnp.arange(2), p=p))(theirs, q)
+    _eq(tf.choice(ours, 2, p=torch.from_numpy(q)), expected)
+
+
+def test_normal_close() -> None:
+    ours, theirs = _keys(SEEDS)
+    expected = torch.from_numpy(np.array(jax.vmap(lambda k: jax.random.normal(k, (50,)))(theirs)))
+    torch.testing.assert_close(tf.normal(ours, (50,)), expected, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.heavy
+def test_key_stream_many_seeds() -> None:
+    """10,000 seeds: keys, splits and 64x64 uniforms bit for bit."""
+    seeds = list(range(0, 10_000_000, 1000))
+    ours, theirs = _keys(seeds)
+    _eq(tf.split(ours, 2), jax.vmap(jax.random.split)(theirs))
+    sub = tf.split2(ours)[1]
+    jsub = jax.vmap(jax.random.split)(theirs)[:, 1]
+    _eq(
+        tf.uniform(sub, (64, 64)),
+        jax.jit(jax.vmap(lambda k: jax.random.uniform(k, (64, 64))))(jsub),
+    )
+
+
+# --- glibc's sinf/cosf (what XLA:CPU calls) -------------------------------------------------
+
+
+def _angles(stride: int) -> np.ndarray:
+    """jax's ``2 * pi * uniform`` angles: ``6.2831855f * k * 2**-23``, every ``stride``-th k."""
+    k = np.arange(0, 2**23, stride, dtype=np.uint32)
+    u = (k | np.uint32(0x3F800000)).view(np.float32) - np.float32(1.0)
+    return (np.float32(2 * np.pi) * u).astype(np.float32)
+
+
+def _check_sincos(x: np.ndarray) -> None:
+    from gpuvec_envs.envs.craftax._libm import sincosf
+
+    sin, cos = sincosf(torch.from_numpy(x))
+    _eq(sin, jax.jit(jnp.sin)(x))
+    _eq(cos, jax.jit(jnp.cos)(x))
+
+
+def test_sincosf_like_xla_cpu() -> None:
+    light = (np.pi * ((np.arange(0, 10_001) / 300) % 1 + 0.3)).astype(np.float32)
+    edges = np.float32([0.0, -0.0, 1e-30, 2.0**-12, 0.78539816, 0.7853982, -3.0, 119.9, -119.9])
+    _check_sincos(
+        np.concatenate([_angles(61), light, edges, np.linspace(-119, 119, 20001, dtype=np.float32)])
+    )
+
+
+@pytest.mark.heavy
+def test_sincosf_every_perlin_angle() -> None:
+    _check_sincos(_angles(1))
+
+
+# --- world generation ------------------------------------------------------------------------
+
+#: our flat field -> craftax's (nested) EnvState attribute
+_MOBS = ("zombies", "cows", "skeletons", "arrows")
+_INVENTORY = (
+    "wood stone coal iron diamond sapling wood_pickaxe stone_pickaxe iron_pickaxe wood_sword "
+    "stone_sword iron_sword"
+).split()
+
+
+def _reference_fields(ref) -> dict[str, np.ndarray]:
+    """craftax's batched EnvState as our CraftaxState's flat fields (numpy)."""
+    from gpuvec_envs.envs.craftax.state import CraftaxState
+
+    out = {}
+    for name in CraftaxState._fields:
+        group = name.split("_")[0]
+        if name == "inventory":
+            value = np.stack([np.asarray(getattr(ref.inventory, f)) for f in _INVENTORY], -1)
+        elif group in _MOBS and name != "arrow_directions":
+            value = getattr(getattr(ref, group), name[len(group) + 1 :])
+        else:
+            value = getattr(ref, name)
+        out[name] = np.asarray(value)
+    return out
+
+
+def _check_state(ours, ref) -> None:
+    """Every field of our batched state equal to craftax's, exact (floats bit for bit)."""
+    expected = _reference_fields(ref)
+    for name, value in zip(ours._fields, ours, strict=True):
+        want = expected[name]
+        if want.dtype == np.bool_:
+            got = value.cpu().numpy()
+            assert got.dtype == np.bool_ and got.shape == want.shape, name
+            assert (got == want).all(), name
+        elif want.dtype.kind == "f":
+            assert value.dtype == torch.float32, name
+            np.testing.assert_array_equal(
+                value.cpu().numpy().view(np.int32), want.view(np.int32), name
+            )
+        else:
+            assert not value.dtype.is_floating_point, name
+            np.testing.assert_array_equal(
+                value.cpu().numpy().astype(np.int64), want.astype(np.int64), name
+            )
+
+
+@pytest.fixture(scope="module")
+def craftax_generate():
+    """craftax's ``generate_world`` under ``jit(vmap)`` for batches of 8 keys.
+
+    Batches of at most 8: jax 0.10.2's XLA:CPU gives env ``i >= 8`` of a vmapped batch the
+    Perlin noise of env ``i % 8`` (see ``test_reference_vmap_repeats_noise_every_8_envs``);
+    up to 8 envs, each world is the one ``jit(generate_world)(key)`` builds from its key.
+    """
+    from craftax.craftax_classic.envs.craftax_state import EnvParams, StaticEnvParams
+    from craftax.craftax_classic.world_gen import generate_world
+
+    params, static = EnvParams(), StaticEnvParams()
+    fn = jax.jit(jax.vmap(lambda k: generate_world(k, params, static)))
+
+    def run(keys: np.ndarray):
+        parts = [fn(keys[i : i + 8]) for i in range(0, len(keys), 8)]
+        return jax.tree.map(lambda *x: np.concatenate([np.asarray(a) for a in x]), *parts)
+
+    return run
+
+
+def _check_worlds(craftax_generate, seeds: list[int], keys_from=None) -> None:
+    from gpuvec_envs.envs.craftax.worldgen import generate_world
+
+    ours, theirs = _keys(seeds)
+    if keys_from is not None:
+        ours, theirs = keys_from(ours), jax.vmap(lambda k: jax.random.split(k)[1])(theirs)
+    _check_state(generate_world(ours), craftax_generate(np.asarray(theirs)))
+
+
+def test_generate_world_equals_craftax(craftax_generate) -> None:
+    _check_worlds(craftax_generate, [0, 1, 2, 3, 42, 1000, 2**31 + 5, 2**32 - 1])
+
+
+def test_generate_world_from_split_keys(craftax_generate) -> None:
+    """The way a training loop resets: ``rng, sub = split(PRNGKey(s))``; ``reset(sub)``."""
+    _check_worlds(craftax_generate, list(range(100, 108)), keys_from=lambda k: tf.split2(k)[1])
+
+
+@pytest.mark.heavy
+def test_generate_world_equals_craftax_many_seeds(craftax_generate) -> None:
+    """200 seeds; the unmarked tests cover 16."""
+    _check_worlds(craftax_generate, list(range(200)))
+
+
+def test_generate_world_batch_independent() -> None:
+    """A world depends on its key only: alone, in a batch, in any order."""
+    from gpuvec_envs.envs.craftax.worldgen import generate_world
+
+    keys = tf.prng_key(torch.arange(12))
+    batch = generate_world(keys)
+    alone = generate_world(keys[9:10])
+    flipped = generate_world(keys.flip(0))
+    for a, b, c in zip(batch, alone, flipped, strict=True):
+        assert torch.equal(a[9:10], b)
+        assert torch.equal(a, c.flip(0))
+
+
+@pytest.mark.heavy
+def test_reference_vmap_repeats_noise_every_8_envs(craftax_generate) -> None:
+    """Records a defect of the reference stack that the parity tests work around.
+
+    Under ``jit(vmap(generate_world))`` (jax 0.10.2, XLA:CPU) env ``i >= 8`` of the batch gets
+    the Perlin noise of env ``i % 8``: its terrain differs from what its own key builds
+    (``jit(generate_world)(key)``, and our worlds). If this starts failing, jax fixed it and
+    the 8-env batching in ``craftax_generate`` can go.
+    """
+    from craftax.craftax_classic.util.noise import generate_perlin_noise_2d
+
+    keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in range(12)])
+
+    def f(k):
+        return generate_perlin_noise_2d(k, (64, 64), (4, 4))
+
+    batched = np.asarray(jax.jit(jax.vmap(f))(keys))
+    single = np.stack([np.asarray(jax.jit(f)(k)) for k in keys])
+    np.testing.assert_array_equal(batched[:8], single[:8])
+    np.testing.assert_array_equal(batched[8:], single[:4])
