@@ -16,6 +16,9 @@ import torch
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
+pytest.importorskip("craftax")
+
+import craftax_common as cc  # noqa: E402
 
 from gpuvec_envs.envs.craftax import _threefry as tf  # noqa: E402
 
@@ -191,51 +194,6 @@ def test_sincosf_every_perlin_angle() -> None:
 
 # --- world generation ------------------------------------------------------------------------
 
-#: our flat field -> craftax's (nested) EnvState attribute
-_MOBS = ("zombies", "cows", "skeletons", "arrows")
-_INVENTORY = (
-    "wood stone coal iron diamond sapling wood_pickaxe stone_pickaxe iron_pickaxe wood_sword "
-    "stone_sword iron_sword"
-).split()
-
-
-def _reference_fields(ref) -> dict[str, np.ndarray]:
-    """craftax's batched EnvState as our CraftaxState's flat fields (numpy)."""
-    from gpuvec_envs.envs.craftax.state import CraftaxState
-
-    out = {}
-    for name in CraftaxState._fields:
-        group = name.split("_")[0]
-        if name == "inventory":
-            value = np.stack([np.asarray(getattr(ref.inventory, f)) for f in _INVENTORY], -1)
-        elif group in _MOBS and name != "arrow_directions":
-            value = getattr(getattr(ref, group), name[len(group) + 1 :])
-        else:
-            value = getattr(ref, name)
-        out[name] = np.asarray(value)
-    return out
-
-
-def _check_state(ours, ref) -> None:
-    """Every field of our batched state equal to craftax's, exact (floats bit for bit)."""
-    expected = _reference_fields(ref)
-    for name, value in zip(ours._fields, ours, strict=True):
-        want = expected[name]
-        if want.dtype == np.bool_:
-            got = value.cpu().numpy()
-            assert got.dtype == np.bool_ and got.shape == want.shape, name
-            assert (got == want).all(), name
-        elif want.dtype.kind == "f":
-            assert value.dtype == torch.float32, name
-            np.testing.assert_array_equal(
-                value.cpu().numpy().view(np.int32), want.view(np.int32), name
-            )
-        else:
-            assert not value.dtype.is_floating_point, name
-            np.testing.assert_array_equal(
-                value.cpu().numpy().astype(np.int64), want.astype(np.int64), name
-            )
-
 
 @pytest.fixture(scope="module")
 def craftax_generate():
@@ -264,7 +222,7 @@ def _check_worlds(craftax_generate, seeds: list[int], keys_from=None) -> None:
     ours, theirs = _keys(seeds)
     if keys_from is not None:
         ours, theirs = keys_from(ours), jax.vmap(lambda k: jax.random.split(k)[1])(theirs)
-    _check_state(generate_world(ours), craftax_generate(np.asarray(theirs)))
+    cc.check_state(generate_world(ours), craftax_generate(np.asarray(theirs)))
 
 
 def test_generate_world_equals_craftax(craftax_generate) -> None:
@@ -315,3 +273,42 @@ def test_reference_vmap_repeats_noise_every_8_envs(craftax_generate) -> None:
     single = np.stack([np.asarray(jax.jit(f)(k)) for k in keys])
     np.testing.assert_array_equal(batched[:8], single[:8])
     np.testing.assert_array_equal(batched[8:], single[:4])
+
+
+# --- observation ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def craftax_symbolic():
+    from craftax.craftax_classic.renderer import render_craftax_symbolic
+
+    return cc.vmapped(render_craftax_symbolic)
+
+
+def test_tenths_in_float16_like_jax() -> None:
+    from gpuvec_envs.envs.craftax.obs import _tenths
+
+    k = np.arange(-20, 200, dtype=np.int32)
+    _eq(
+        _tenths(torch.from_numpy(k).long()),
+        (jnp.asarray(k).astype(jnp.float16) / 10.0).astype(jnp.float32),
+    )
+
+
+def test_symbolic_obs_at_reset(craftax_generate, craftax_symbolic) -> None:
+    from gpuvec_envs.envs.craftax.obs import OBS_SIZE, symbolic_obs
+    from gpuvec_envs.envs.craftax.worldgen import generate_world
+
+    ours, theirs = _keys([0, 5, 77, 2**31 + 1])
+    obs = symbolic_obs(generate_world(ours))
+    assert obs.shape == (4, OBS_SIZE) == (4, 1345)
+    _eq(obs, craftax_symbolic(jax.tree.map(jnp.asarray, craftax_generate(np.asarray(theirs)))))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_symbolic_obs_of_varied_states(craftax_symbolic, seed: int) -> None:
+    """Players on the border, mobs in, around and far from the view, active or not."""
+    from gpuvec_envs.envs.craftax.obs import symbolic_obs
+
+    state = cc.random_states(seed, 64)
+    _eq(symbolic_obs(state), craftax_symbolic(cc.to_craftax(state)))
