@@ -312,3 +312,111 @@ def test_symbolic_obs_of_varied_states(craftax_symbolic, seed: int) -> None:
 
     state = cc.random_states(seed, 64)
     _eq(symbolic_obs(state), craftax_symbolic(cc.to_craftax(state)))
+
+
+# --- player rules (state injection) ----------------------------------------------------------
+
+
+def _with_mobs_in_front(state, seed: int):
+    """A third of the envs get a zombie, cow or skeleton slot on the cell the player faces."""
+    from gpuvec_envs.envs.craftax.rules import facing
+
+    g = torch.Generator().manual_seed(seed)
+    n = state.map.shape[0]
+    target = facing(state)
+    pick = torch.randint(0, 9, (n,), generator=g)
+    fields = {}
+    for k, group in enumerate(("zombies", "cows", "skeletons")):
+        pos = getattr(state, f"{group}_position").clone()
+        mask = getattr(state, f"{group}_mask").clone()
+        rows = pick == k
+        pos[rows, 0] = target[rows]
+        mask[rows, 0] = torch.rand(int(rows.sum()), generator=g) < 0.8
+        fields[f"{group}_position"] = pos
+        fields[f"{group}_mask"] = mask
+    return state._replace(**fields)
+
+
+def _actions(seed: int, n: int) -> torch.Tensor:
+    return torch.randint(0, 17, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+def _rule_cases(seed: int, n: int = 256):
+    state = _with_mobs_in_front(cc.random_states(seed, n), seed)
+    action = _actions(seed + 1, n)
+    return state, action, cc.to_craftax(state), jnp.asarray(action.numpy().astype(np.int32))
+
+
+@pytest.fixture(scope="module")
+def craftax_rules():
+    """craftax's game_logic functions, each under jit(vmap), by name."""
+    from craftax.craftax_classic import game_logic as gl
+    from craftax.craftax_classic.envs.craftax_state import StaticEnvParams
+
+    static = StaticEnvParams()
+    fns = {
+        "do_crafting": lambda s, a, k: gl.do_crafting(s, a),
+        "do_action": lambda s, a, k: gl.do_action(k, s, a, static),
+        "place_block": lambda s, a, k: gl.place_block(s, a, static),
+        "move_player": lambda s, a, k: gl.move_player(s, a),
+        "update_plants": lambda s, a, k: gl.update_plants(s, static),
+        "update_player_intrinsics": lambda s, a, k: gl.update_player_intrinsics(s, a),
+        "cap_inventory": lambda s, a, k: gl.cap_inventory(s),
+        "update_health": lambda s, a, k: gl.update_health(s),
+    }
+    return {name: cc.vmapped(fn) for name, fn in fns.items()}
+
+
+RULES = [
+    "do_crafting",
+    "do_action",
+    "place_block",
+    "move_player",
+    "update_plants",
+    "update_player_intrinsics",
+    "cap_inventory",
+    "update_health",
+]
+
+
+def _check_rule(craftax_rules, name: str, seed: int, n: int = 256, action=None) -> None:
+    from gpuvec_envs.envs.craftax import rules
+
+    state, act, ref_state, ref_act = _rule_cases(seed, n)
+    if action is not None:
+        act = torch.full_like(act, int(action))
+        ref_act = jnp.asarray(act.numpy().astype(np.int32))
+    keys = tf.prng_key(torch.arange(n) + 1000 * seed)
+    ref_keys = jnp.asarray(keys.numpy().astype(np.uint32))
+    fn = getattr(rules, name)
+    if name == "do_action":
+        ours = fn(keys, state, act)
+    elif name in ("update_plants", "cap_inventory", "update_health"):
+        ours = fn(state)
+    else:
+        ours = fn(state, act)
+    cc.check_state(ours, craftax_rules[name](ref_state, ref_act, ref_keys))
+
+
+@pytest.mark.parametrize("name", RULES)
+def test_player_rule_equals_craftax(craftax_rules, name: str) -> None:
+    _check_rule(craftax_rules, name, seed=3)
+
+
+@pytest.mark.parametrize(
+    ("name", "action"),
+    [
+        ("do_action", 5),
+        ("place_block", 7),
+        ("place_block", 8),
+        ("place_block", 9),
+        ("place_block", 10),
+        ("move_player", 1),
+        ("move_player", 3),
+        ("update_player_intrinsics", 6),
+    ]
+    + [("do_crafting", a) for a in range(11, 17)],
+)
+def test_player_rule_for_one_action(craftax_rules, name: str, action: int) -> None:
+    """Every env doing the action the rule is about."""
+    _check_rule(craftax_rules, name, seed=4, action=action)
