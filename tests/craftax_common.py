@@ -20,8 +20,8 @@ import torch
 from craftax.craftax_classic.envs.craftax_state import EnvState, Inventory, Mobs
 
 from gpuvec_envs.envs.craftax import _threefry as tf
-from gpuvec_envs.envs.craftax.state import CraftaxState
-from gpuvec_envs.envs.craftax.worldgen import generate_world
+from gpuvec_envs.envs.craftax.state import CraftaxParams, CraftaxState
+from gpuvec_envs.envs.craftax.worldgen import generate_world, light_level
 
 MOBS = ("zombies", "cows", "skeletons", "arrows")
 INVENTORY = (
@@ -162,6 +162,7 @@ def random_states(seed: int, n: int) -> CraftaxState:
         rows, cols = p[..., 0].clamp(0, 63), p[..., 1].clamp(0, 63)
         mob_map[torch.arange(n)[:, None], rows, cols] |= inside
     plants = (pos[:, None, :] + ri(-3, 4, n, 10, 2)).clamp(0, 63)
+    timestep = ri(0, 10_000, n)
     return s._replace(
         map=world,
         mob_map=mob_map,
@@ -198,7 +199,8 @@ def random_states(seed: int, n: int) -> CraftaxState:
         growing_plants_age=ri(0, 700, n, 10),
         growing_plants_mask=rb(0.5, n, 10),
         achievements=rb(0.3, n, 22),
-        timestep=ri(0, 10_000, n),
+        timestep=timestep,
+        light_level=light_level(timestep, CraftaxParams()),
     )
 
 

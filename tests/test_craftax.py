@@ -351,9 +351,9 @@ def _rule_cases(seed: int, n: int = 256):
 def craftax_rules():
     """craftax's game_logic functions, each under jit(vmap), by name."""
     from craftax.craftax_classic import game_logic as gl
-    from craftax.craftax_classic.envs.craftax_state import StaticEnvParams
+    from craftax.craftax_classic.envs.craftax_state import EnvParams, StaticEnvParams
 
-    static = StaticEnvParams()
+    params, static = EnvParams(), StaticEnvParams()
     fns = {
         "do_crafting": lambda s, a, k: gl.do_crafting(s, a),
         "do_action": lambda s, a, k: gl.do_action(k, s, a, static),
@@ -363,6 +363,9 @@ def craftax_rules():
         "update_player_intrinsics": lambda s, a, k: gl.update_player_intrinsics(s, a),
         "cap_inventory": lambda s, a, k: gl.cap_inventory(s),
         "update_health": lambda s, a, k: gl.update_health(s),
+        "update_mobs": lambda s, a, k: gl.update_mobs(k, s, params, static),
+        "spawn_mobs": lambda s, a, k: gl.spawn_mobs(s, k, params, static),
+        "craftax_step": lambda s, a, k: gl.craftax_step(k, s, a, params, static),
     }
     return {name: cc.vmapped(fn) for name, fn in fns.items()}
 
@@ -376,11 +379,15 @@ RULES = [
     "update_player_intrinsics",
     "cap_inventory",
     "update_health",
+    "update_mobs",
+    "spawn_mobs",
+    "craftax_step",
 ]
 
 
 def _check_rule(craftax_rules, name: str, seed: int, n: int = 256, action=None) -> None:
-    from gpuvec_envs.envs.craftax import rules
+    from gpuvec_envs.envs.craftax import mobs, rules, step
+    from gpuvec_envs.envs.craftax.state import CraftaxParams
 
     state, act, ref_state, ref_act = _rule_cases(seed, n)
     if action is not None:
@@ -388,14 +395,26 @@ def _check_rule(craftax_rules, name: str, seed: int, n: int = 256, action=None) 
         ref_act = jnp.asarray(act.numpy().astype(np.int32))
     keys = tf.prng_key(torch.arange(n) + 1000 * seed)
     ref_keys = jnp.asarray(keys.numpy().astype(np.uint32))
-    fn = getattr(rules, name)
+    params = CraftaxParams()
+    fn = getattr(rules, name, None)
+    reward = None
     if name == "do_action":
         ours = fn(keys, state, act)
     elif name in ("update_plants", "cap_inventory", "update_health"):
         ours = fn(state)
+    elif name == "update_mobs":
+        ours = mobs.update_mobs(keys, state, params)
+    elif name == "spawn_mobs":
+        ours = mobs.spawn_mobs(state, keys, params)
+    elif name == "craftax_step":
+        ours, reward = step.craftax_step(keys, state, act, params)
     else:
         ours = fn(state, act)
-    cc.check_state(ours, craftax_rules[name](ref_state, ref_act, ref_keys))
+    ref = craftax_rules[name](ref_state, ref_act, ref_keys)
+    if reward is not None:
+        ref, ref_reward = ref
+        _eq(reward, ref_reward)
+    cc.check_state(ours, ref)
 
 
 @pytest.mark.parametrize("name", RULES)
@@ -420,3 +439,66 @@ def test_player_rule_equals_craftax(craftax_rules, name: str) -> None:
 def test_player_rule_for_one_action(craftax_rules, name: str, action: int) -> None:
     """Every env doing the action the rule is about."""
     _check_rule(craftax_rules, name, seed=4, action=action)
+
+
+# --- whole trajectories ----------------------------------------------------------------------
+
+
+def _policy_actions(seed: int, steps: int, n: int) -> torch.Tensor:
+    """``(steps, n)`` actions: a third uniform, the rest a scripted mix (walk runs, DO bursts,
+    placing and crafting, sleeping), so trees are cut, tables placed and tools made."""
+    g = torch.Generator().manual_seed(seed)
+    uniform = torch.randint(0, 17, (steps, n), generator=g)
+    walk = torch.randint(1, 5, (steps // 8 + 1, n), generator=g).repeat_interleave(8, 0)[:steps]
+    kind = torch.randint(0, 10, (steps, n), generator=g)
+    scripted = torch.where(kind < 4, walk, 5)
+    scripted = torch.where(kind == 8, torch.randint(7, 17, (steps, n), generator=g), scripted)
+    scripted = torch.where(kind == 9, torch.randint(6, 7, (steps, n), generator=g), scripted)
+    third = torch.arange(n) % 3 == 0
+    return torch.where(third, uniform, scripted)
+
+
+def _run_trajectory(craftax_rules, seeds: list[int], steps: int) -> dict[str, float]:
+    """Step ours and craftax's ``craftax_step`` from the same worlds and keys; compare all.
+
+    Returns counts of what happened (to show the trajectories exercise the rules).
+    """
+    from gpuvec_envs.envs.craftax.state import CraftaxParams
+    from gpuvec_envs.envs.craftax.step import craftax_step, is_game_over
+    from gpuvec_envs.envs.craftax.worldgen import generate_world
+
+    params = CraftaxParams()
+    keys = tf.prng_key(torch.tensor(seeds))
+    keys, sub = tf.split2(keys)
+    ours = generate_world(sub)
+    ref = cc.to_craftax(ours)
+    actions = _policy_actions(seeds[0], steps, len(seeds))
+    stats = {"reward": 0.0, "done": 0, "achievements": 0}
+    for t in range(steps):
+        keys, sub = tf.split2(keys)
+        act = actions[t]
+        ours, reward = craftax_step(sub, ours, act, params)
+        ref, ref_reward = craftax_rules["craftax_step"](
+            ref,
+            jnp.asarray(act.numpy().astype(np.int32)),
+            jnp.asarray(sub.numpy().astype(np.uint32)),
+        )
+        _eq(reward, ref_reward)
+        cc.check_state(ours, ref)
+        stats["reward"] += float(reward.sum())
+        stats["done"] += int(is_game_over(ours, params).sum())
+    stats["achievements"] = int(ours.achievements.sum())
+    return stats
+
+
+def test_trajectory_equals_craftax(craftax_rules) -> None:
+    """8 worlds, 100 steps, state and reward equal at every step."""
+    stats = _run_trajectory(craftax_rules, list(range(8)), 100)
+    assert stats["achievements"] > 0
+
+
+@pytest.mark.heavy
+def test_long_trajectories_equal_craftax(craftax_rules) -> None:
+    """16 worlds x 1000 steps, random and scripted actions, equal at every step."""
+    stats = _run_trajectory(craftax_rules, list(range(300, 316)), 1000)
+    assert stats["achievements"] >= 16

@@ -93,3 +93,29 @@ def sincosf(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     sin = torch.where(small, sin_small, sin_big)
     cos = torch.where(small, cos_small, cos_big)
     return sin.to(torch.float32), cos.to(torch.float32)
+
+
+def fma32(
+    a: torch.Tensor | float, b: torch.Tensor | float, c: torch.Tensor | float
+) -> torch.Tensor:
+    """float32 ``a * b + c`` with one rounding, as XLA:CPU's fused multiply-add computes it.
+
+    The product of two float32 values is exact in float64 and the sum is rounded there, then
+    to float32; that differs from a true fused rounding only when the float64 sum lands
+    exactly halfway between two float32 values while not being exact (not seen in the
+    parity tests).
+
+    Args:
+        a: float32 tensor or a float32-representable number; likewise ``b`` and ``c``.
+        b: See ``a``.
+        c: See ``a``.
+
+    Returns:
+        float32 tensor of the broadcast shape.
+    """
+
+    def d(x: torch.Tensor | float) -> torch.Tensor | float:
+        return x.to(torch.float64) if isinstance(x, torch.Tensor) else float(x)
+
+    out = d(a) * d(b) + d(c)
+    return torch.as_tensor(out).to(torch.float32)

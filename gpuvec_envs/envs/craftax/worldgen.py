@@ -17,7 +17,7 @@ import math
 import torch
 
 from gpuvec_envs.envs.craftax import _threefry as tf
-from gpuvec_envs.envs.craftax._libm import sincosf
+from gpuvec_envs.envs.craftax._libm import fma32, sincosf
 from gpuvec_envs.envs.craftax.constants import Achievement, Action, BlockType
 from gpuvec_envs.envs.craftax.state import CraftaxParams, CraftaxState
 
@@ -95,17 +95,24 @@ def fractal_noise(key: torch.Tensor, shape: tuple[int, int], res: tuple[int, int
 
 
 def light_level(timestep: torch.Tensor, params: CraftaxParams) -> torch.Tensor:
-    """``calculate_light_level(timestep, params)`` for int timesteps, float32 ``(N,)``.
+    """``calculate_light_level(timestep, params)`` in a step, float32 ``(N,)``.
 
-    ``1 - |cos(pi * ((t / day_length) % 1 + 0.3))|^3`` in float32 with glibc's ``cosf``.
+    ``1 - |cos(pi * ((t / day_length) % 1 + 0.3))|^3`` as XLA:CPU compiles it: the division
+    by the constant day length becomes a product with its float32 reciprocal, the cosine is
+    glibc's ``cosf``, and ``1 - c * c^2`` is one fused multiply-add.
     """
-    progress = (timestep.to(torch.float32) / params.day_length) % 1 + _f32(0.3)
+    inverse = float(torch.tensor(1.0, dtype=torch.float32) / params.day_length)
+    progress = (timestep.to(torch.float32) * _f32(inverse)) % 1 + _f32(0.3)
     c = sincosf(progress * _f32(math.pi))[1].abs()
-    return 1 - c * (c * c)
+    return fma32(-c, c * c, 1.0)
 
 
 def initial_light_level(params: CraftaxParams) -> float:
-    """The light level of a new world: craftax evaluates its progress in Python floats."""
+    """The light level of a new world.
+
+    craftax passes the Python int 0, so the progress is a Python float and XLA folds the
+    rest to a constant (its evaluator: glibc's ``cosf``, separate roundings).
+    """
     progress = (0 / params.day_length) % 1 + 0.3
     c = sincosf(torch.tensor([math.pi * progress], dtype=torch.float32))[1].abs()
     return float((1 - c * (c * c))[0])
