@@ -66,7 +66,16 @@ def test_prng_key_and_split_and_fold_in() -> None:
         _eq(tf.fold_in(ours, data), jax.vmap(lambda k, d=data: jax.random.fold_in(k, d))(theirs))
 
 
-@pytest.mark.parametrize("shape", [(), (1,), (3,), (7, 5), (64, 64), (2, 3, 4)])
+@pytest.mark.parametrize(
+    "shape",
+    [(), (64, 64)]
+    + [
+        pytest.param((1,), marks=pytest.mark.heavy),
+        pytest.param((3,), marks=pytest.mark.heavy),
+        pytest.param((7, 5), marks=pytest.mark.heavy),
+        pytest.param((2, 3, 4), marks=pytest.mark.heavy),
+    ],
+)
 def test_random_bits_and_uniform(shape: tuple[int, ...]) -> None:
     ours, theirs = _keys(SEEDS)
     _eq(tf.random_bits(ours, shape), jax.vmap(lambda k: jax.random.bits(k, shape))(theirs))
@@ -78,7 +87,12 @@ def test_random_bits_and_uniform(shape: tuple[int, ...]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("lo", "hi"), [(0, 1), (0, 4), (0, 5), (-3, 17), (0, 4096), (5, 5), (7, 3), (0, 100_003)]
+    ("lo", "hi"),
+    [(0, 4), (-3, 17)]
+    + [
+        pytest.param(*c, marks=pytest.mark.heavy)
+        for c in [(0, 1), (0, 5), (0, 4096), (5, 5), (7, 3), (0, 100_003)]
+    ],
 )
 def test_randint(lo: int, hi: int) -> None:
     ours, theirs = _keys(SEEDS)
@@ -108,7 +122,18 @@ def test_choice_uniform_and_permutation() -> None:
         _eq(tf.permutation(ours, n), jax.vmap(lambda k, n=n: jax.random.permutation(k, n))(theirs))
 
 
-@pytest.mark.parametrize("n", [2, 4, 16, 17, 100, 255, 256, 257, 4096])
+@pytest.mark.parametrize(
+    "n",
+    [2, 257, 4096]
+    + [
+        pytest.param(4, marks=pytest.mark.heavy),
+        pytest.param(16, marks=pytest.mark.heavy),
+        pytest.param(17, marks=pytest.mark.heavy),
+        pytest.param(100, marks=pytest.mark.heavy),
+        pytest.param(255, marks=pytest.mark.heavy),
+        pytest.param(256, marks=pytest.mark.heavy),
+    ],
+)
 def test_cumsum_in_xla_cpu_order(n: int) -> None:
     rng = np.random.default_rng(n)
     x = (rng.random((5, n)) * rng.choice([0.0, 1.0, 1e-3], (5, n))).astype(np.float32)
@@ -305,7 +330,7 @@ def test_symbolic_obs_at_reset(craftax_generate, craftax_symbolic) -> None:
     _eq(obs, craftax_symbolic(jax.tree.map(jnp.asarray, craftax_generate(np.asarray(theirs)))))
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.heavy)])
 def test_symbolic_obs_of_varied_states(craftax_symbolic, seed: int) -> None:
     """Players on the border, mobs in, around and far from the view, active or not."""
     from gpuvec_envs.envs.craftax.obs import symbolic_obs
@@ -417,8 +442,11 @@ def _check_rule(craftax_rules, name: str, seed: int, n: int = 256, action=None) 
     cc.check_state(ours, ref)
 
 
-@pytest.mark.parametrize("name", RULES)
-def test_player_rule_equals_craftax(craftax_rules, name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [n if n == "craftax_step" else pytest.param(n, marks=pytest.mark.heavy) for n in RULES],
+)
+def test_rule_equals_craftax(craftax_rules, name: str) -> None:
     _check_rule(craftax_rules, name, seed=3)
 
 
@@ -436,6 +464,7 @@ def test_player_rule_equals_craftax(craftax_rules, name: str) -> None:
     ]
     + [("do_crafting", a) for a in range(11, 17)],
 )
+@pytest.mark.heavy
 def test_player_rule_for_one_action(craftax_rules, name: str, action: int) -> None:
     """Every env doing the action the rule is about."""
     _check_rule(craftax_rules, name, seed=4, action=action)
@@ -491,9 +520,10 @@ def _run_trajectory(craftax_rules, seeds: list[int], steps: int) -> dict[str, fl
     return stats
 
 
+@pytest.mark.heavy
 def test_trajectory_equals_craftax(craftax_rules) -> None:
-    """8 worlds, 100 steps, state and reward equal at every step."""
-    stats = _run_trajectory(craftax_rules, list(range(8)), 100)
+    """8 worlds, 40 steps, state and reward equal at every step."""
+    stats = _run_trajectory(craftax_rules, list(range(8)), 40)
     assert stats["achievements"] > 0
 
 
