@@ -265,19 +265,6 @@ def test_generate_world_equals_craftax_many_seeds(craftax_generate) -> None:
     _check_worlds(craftax_generate, list(range(200)))
 
 
-def test_generate_world_batch_independent() -> None:
-    """A world depends on its key only: alone, in a batch, in any order."""
-    from gpuvec_envs.envs.craftax.worldgen import generate_world
-
-    keys = tf.prng_key(torch.arange(12))
-    batch = generate_world(keys)
-    alone = generate_world(keys[9:10])
-    flipped = generate_world(keys.flip(0))
-    for a, b, c in zip(batch, alone, flipped, strict=True):
-        assert torch.equal(a[9:10], b)
-        assert torch.equal(a, c.flip(0))
-
-
 @pytest.mark.heavy
 def test_reference_vmap_repeats_noise_every_8_envs(craftax_generate) -> None:
     """Records a defect of the reference stack that the parity tests work around.

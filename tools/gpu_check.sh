@@ -65,7 +65,7 @@ diag=$!
 export GPUVEC_TEST_FAILURES="$OUT_DIR/failures.txt"
 timeout "${TESTS_S:-240}" python3 -m pytest -v -m cuda -n 10 -p no:cacheprovider -rfEs \
     tests/test_cuda.py tests/test_engine.py tests/test_rollout.py tests/test_checkpoint.py \
-    tests/test_cleanrl_wrappers.py >"$OUT_DIR/cuda_tests.log" 2>&1
+    tests/test_cleanrl_wrappers.py tests/test_craftax_torch.py >"$OUT_DIR/cuda_tests.log" 2>&1
 tests=$?
 grep -E "FAILED|ERROR|passed|failed" "$OUT_DIR/cuda_tests.log" | tail -n 40
 echo "[gpu_check] tests exit $tests after $(( $(date +%s) - start )) s"
