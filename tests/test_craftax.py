@@ -158,12 +158,29 @@ def test_choice_with_p_as_in_craftax() -> None:
 
     expected = jax.jit(jax.vmap(ref))(theirs, p)
     _eq(tf.choice(ours, 4096, p=torch.from_numpy(p)), expected)
+    _eq(tf.choice_in_mask(ours, torch.from_numpy(mask > 0)), expected)
     expected = jax.jit(jax.vmap(lambda k, p: jax.random.choice(k, 4096, (1,), p=p)))(theirs, p)
     _eq(tf.choice(ours, 4096, (1,), p=torch.from_numpy(p)), expected)
     # craftax's zombie chase: two choices, one or both with the largest distance
     q = np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0], [1 / 3, 1 / 3]] * 10, np.float32)
     expected = jax.vmap(lambda k, p: jax.random.choice(k, jnp.arange(2), p=p))(theirs, q)
     _eq(tf.choice(ours, 2, p=torch.from_numpy(q)), expected)
+
+
+def test_choice_in_mask_equals_choice_with_p() -> None:
+    """The counting form against the scan form (itself equal to jax's), incl. empty masks."""
+    g = torch.Generator().manual_seed(5)
+    n = 300
+    keys = tf.prng_key(torch.arange(n))
+    density = torch.rand(n, 1, generator=g) ** 3
+    mask = torch.rand(n, 4096, generator=g) < density
+    mask[:3] = False
+    mask[3] = True
+    mask[4, :4095] = False
+    p = mask.to(torch.float32) / mask.sum(-1, keepdim=True).to(torch.float32)
+    expected = tf.choice(keys, 4096, p=p)
+    assert torch.equal(tf.choice_in_mask(keys, mask), expected)
+    assert (expected[:3] == 4096).all()
 
 
 def test_normal_close() -> None:

@@ -16,6 +16,7 @@ Every operation is a single IEEE double op (no fused multiply-add), as in glibc'
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 _h = float.fromhex
@@ -39,7 +40,13 @@ def _abstop12(x: torch.Tensor) -> torch.Tensor:
 
 
 def _top12(v: float) -> int:
-    return int(_abstop12(torch.tensor([v], dtype=torch.float32))[0])
+    """``abstop12`` of the float32 rounding of a Python float (a trace-time constant)."""
+    return int((np.array(v, dtype=np.float32).view(np.int32) >> 20) & 0x7FF)
+
+
+def round32(x: float) -> float:
+    """A Python float rounded to float32, computed without torch (safe inside a trace)."""
+    return float(np.float32(x))
 
 
 def _poly(x: torch.Tensor, x2: torch.Tensor, odd: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:

@@ -248,6 +248,42 @@ def choice(
     return idx.reshape(r.shape)
 
 
+def choice_in_mask(key: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``jax.random.choice(key, n, p=mask / mask.sum())`` for a bool mask, without a scan.
+
+    The same index as :func:`choice` with that ``p`` (craftax's spawn and diamond draws),
+    computed from counts: ``p`` holds one value ``v = 1 / count`` and zeros, so XLA's running
+    sum inside a block of 16 is ``S[k]`` (``v`` added ``k`` times in float32) for the ``k``
+    ones so far; the block totals are scanned as :func:`cumsum_xla_cpu` does; the index is
+    the number of running sums below ``r = total * (1 - u)``. Where the mask is empty jax's
+    ``p`` is NaN and its index ``n``; so is this one.
+
+    Args:
+        key: Keys, int64 ``(N, 2)``.
+        mask: bool ``(N, n)``, ``n`` a multiple of 16 (and more than 16).
+
+    Returns:
+        int64 ``(N,)`` in ``[0, n]``.
+    """
+    n_env, n = mask.shape
+    if n % 16 or n <= 16:
+        raise ValueError(f"choice_in_mask needs a multiple of 16 above 16 choices, got {n}")
+    count = mask.sum(-1)
+    v = 1.0 / count.clamp(min=1).to(torch.float32)  # (N,) float32, as jax's p
+    steps = [torch.zeros_like(v)]
+    for _ in range(16):
+        steps.append(steps[-1] + v)
+    table = torch.stack(steps, -1)  # (N, 17): S[0..16]
+    blocks = mask.reshape(n_env, n // 16, 16).to(torch.int64).cumsum(-1)  # ones so far
+    inner = table.gather(1, blocks.reshape(n_env, n)).reshape(n_env, n // 16, 16)
+    outer = cumsum_xla_cpu(inner[..., -1].contiguous())  # (N, n / 16)
+    running = torch.cat((inner[:, :1], inner[:, 1:] + outer[:, :-1, None]), 1).reshape(n_env, n)
+    u = uniform(key)
+    r = running[:, -1] * (1.0 - u)
+    index = (running < r[:, None]).sum(-1)
+    return torch.where(count == 0, n, index)
+
+
 def permutation(key: torch.Tensor, n: int) -> torch.Tensor:
     """``jax.random.permutation(key, n)`` per key.
 

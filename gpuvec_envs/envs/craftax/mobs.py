@@ -14,15 +14,10 @@ import torch
 
 from gpuvec_envs.envs.craftax import _threefry as tf
 from gpuvec_envs.envs.craftax._index import get_cell, set_cell
-from gpuvec_envs.envs.craftax._libm import fma32
+from gpuvec_envs.envs.craftax._libm import fma32, round32
 from gpuvec_envs.envs.craftax.constants import DIRECTIONS, Achievement, BlockType
 from gpuvec_envs.envs.craftax.rules import _achieve, _first_true, in_bounds, is_in_mob, is_in_wall
 from gpuvec_envs.envs.craftax.state import CraftaxParams, CraftaxState
-
-
-def _f32(x: float) -> float:
-    """``x`` rounded to float32 (jax passes the float params as float32)."""
-    return float(torch.tensor(x, dtype=torch.float32))
 
 
 def can_move_to(state: CraftaxState, pos: torch.Tensor) -> torch.Tensor:
@@ -236,10 +231,9 @@ def _spawn(
     """
     n, h, w = allowed.shape
     spawning = (mask.sum(-1) < mask.shape[1]) & (tf.uniform(key_chance) < chance)
-    count = allowed.reshape(n, -1).sum(-1)
-    spawning = spawning & (count > 0)
-    p = allowed.reshape(n, -1).to(torch.float32) / count[:, None].to(torch.float32)
-    index = tf.choice(key_cell, h * w, (1,), p=p)[:, 0]
+    flat = allowed.reshape(n, -1)
+    spawning = spawning & flat.any(-1)
+    index = tf.choice_in_mask(key_cell, flat)  # choice(h * w, (1,), p=flat / flat.sum())
     cell = torch.stack((index // h, index % w), -1)
     slot = _first_true(~mask)
     onehot = torch.nn.functional.one_hot(slot, mask.shape[1]).bool()
@@ -293,7 +287,9 @@ def spawn_mobs(state: CraftaxState, key: torch.Tensor, params: CraftaxParams) ->
 
     dark = 1 - state.light_level
     chance = fma32(
-        _f32(params.spawn_zombie_night_chance), dark * dark, _f32(params.spawn_zombie_base_chance)
+        round32(params.spawn_zombie_night_chance),
+        dark * dark,
+        round32(params.spawn_zombie_base_chance),
     )
     allowed = (grass | path) & (dist > 9) & far & ~state.mob_map
     mask, pos, health, mob_map = _spawn(

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from gpuvec_envs.envs.craftax import _threefry as tf
-from gpuvec_envs.envs.craftax._libm import fma32, sincosf
+from gpuvec_envs.envs.craftax._libm import fma32, round32, sincosf
 from gpuvec_envs.envs.craftax.constants import Achievement, Action, BlockType
 from gpuvec_envs.envs.craftax.state import CraftaxParams, CraftaxState
 
@@ -101,9 +102,9 @@ def light_level(timestep: torch.Tensor, params: CraftaxParams) -> torch.Tensor:
     by the constant day length becomes a product with its float32 reciprocal, the cosine is
     glibc's ``cosf``, and ``1 - c * c^2`` is one fused multiply-add.
     """
-    inverse = float(torch.tensor(1.0, dtype=torch.float32) / params.day_length)
-    progress = (timestep.to(torch.float32) * _f32(inverse)) % 1 + _f32(0.3)
-    c = sincosf(progress * _f32(math.pi))[1].abs()
+    inverse = float(np.float32(1) / np.float32(params.day_length))
+    progress = (timestep.to(torch.float32) * inverse) % 1 + round32(0.3)
+    c = sincosf(progress * round32(math.pi))[1].abs()
     return fma32(-c, c * c, 1.0)
 
 
@@ -191,10 +192,9 @@ def generate_world(key: torch.Tensor, params: CraftaxParams | None = None) -> Cr
 
     # one guaranteed diamond (or stone) on a stone cell, drawn by choice with p
     flat = world.reshape(b, h * w)
-    valid = (flat == st).to(torch.float32)
-    p = valid / valid.sum(dim=1, keepdim=True)
     rng, sub = tf.split2(rng)
-    index = tf.choice(sub, h * w, p=p)  # (B,); h * w where no stone (jax drops the write)
+    # choice(arange(h * w), p=stone / stone.sum()); h * w where no stone (the write drops)
+    index = tf.choice_in_mask(sub, flat == st)
     block = int(BlockType.DIAMOND) if params.always_diamond else st
     hit = index < h * w
     current = flat.gather(1, index.clamp(max=h * w - 1)[:, None])
