@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 MASK32 = 0xFFFFFFFF
@@ -317,8 +318,7 @@ def normal(key: torch.Tensor, shape: Sequence[int] = ()) -> torch.Tensor:
     Returns:
         float32 ``(..., *shape)``.
     """
-    lo = math.nextafter(-1.0, 0.0)
-    lo32 = torch.tensor(lo, dtype=torch.float32).nextafter(torch.tensor(0.0)).item()
+    lo32 = float(np.nextafter(np.float32(-1.0), np.float32(0.0)))
     u = uniform(key, shape, lo32, 1.0)
     return (math.sqrt(2) * torch.erfinv(u.to(torch.float64))).to(torch.float32)
 
