@@ -1,0 +1,474 @@
+"""The one module of the MuJoCo family that calls MuJoCo: models, engines, torch ops.
+
+A simulation is a float64 state row ``[time, qpos, qvel, act, qacc_warmstart]`` (MuJoCo's
+``mj_getState`` with ``mjSTATE_FULLPHYSICS | mjSTATE_WARMSTART``); a batch is an (N, K)
+tensor of rows. An :class:`Engine` (one per model, requested fields and device; N-agnostic)
+steps rows and computes the requested ``mjData`` fields ("derived": xpos, cfrc_ext, ...)
+flattened into an (N, D) float64 tensor in the order asked:
+
+* on the CPU, :class:`CEngine`: a small C thread pool of our own over ``mj_step``
+  (``_engine.c``, compiled on first use with the system C compiler and loaded with
+  ctypes), one scratch ``mjData`` per thread. Each call runs ``mj_step`` ``nstep`` times
+  and then ``mj_rnePostConstraint`` if asked, exactly as gymnasium's ``MujocoEnv`` does,
+  so results are bitwise gymnasium's;
+* on a CUDA device (or with ``engine="warp"``), ``gpuvec_envs.envs.mujoco._warp``'s
+  ``WarpEngine`` (MuJoCo Warp), imported only then.
+
+Engine calls are torch custom ops (``gpuvec::mujoco_step``, ``gpuvec::mujoco_forward``)
+with fake implementations, so compiled env steps call them as opaque kernels; the engine
+is found by an int handle in this module's registry, so env definitions stay stateless.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+INSTALL_HINT = 'pip install "gpuvec_envs[mujoco]"'
+
+#: ``mjData`` fields an engine can copy out, in ``_engine.c``'s ``field_ptr`` order.
+FIELDS: tuple[str, ...] = (
+    "xpos",
+    "xipos",
+    "xquat",
+    "cfrc_ext",
+    "cfrc_int",
+    "site_xpos",
+    "cinert",
+    "cvel",
+    "cacc",
+    "qfrc_actuator",
+    "qfrc_constraint",
+    "ten_length",
+    "ten_velocity",
+    "subtree_com",
+    "sensordata",
+    "actuator_force",
+    "qacc",
+    "ctrl",
+)
+
+
+def mujoco_module() -> Any:
+    """The ``mujoco`` package, or an ``ImportError`` that says how to install it."""
+    try:
+        import mujoco
+    except ImportError as exc:
+        raise ImportError(
+            f"the gpuvec MuJoCo environments need the mujoco package: {INSTALL_HINT}"
+        ) from exc
+    return mujoco
+
+
+def _row_spec(mujoco: Any) -> int:
+    s = mujoco.mjtState
+    return int(s.mjSTATE_FULLPHYSICS | s.mjSTATE_WARMSTART)
+
+
+# -- models ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    """What env definitions read from a model (constants, plain Python/numpy values)."""
+
+    path: str  # the XML file
+    nq: int
+    nv: int
+    nu: int
+    na: int
+    nbody: int
+    timestep: float  # [s] one mj_step
+    qpos0: np.ndarray  # (nq,) float64, gymnasium's init_qpos
+    ctrlrange: np.ndarray  # (nu, 2) float64
+    body_mass: np.ndarray  # (nbody,) float64 [kg]
+    body_names: tuple[str, ...]
+    field_shapes: dict[str, tuple[int, ...]]  # one env's shape of each FIELDS entry
+
+    @property
+    def row_size(self) -> int:
+        """K, the length of a state row: ``1 + nq + nv + na + nv``."""
+        return 1 + self.nq + 2 * self.nv + self.na
+
+    def body_id(self, body: int | str) -> int:
+        """Index of a body given by name or index.
+
+        Raises:
+            ValueError: no such body.
+        """
+        if isinstance(body, str):
+            if body not in self.body_names:
+                raise ValueError(f"no body {body!r} in {self.path}; bodies: {self.body_names}")
+            return self.body_names.index(body)
+        if not 0 <= body < self.nbody:
+            raise ValueError(f"body index {body} outside [0, {self.nbody}) in {self.path}")
+        return body
+
+
+def asset_path(xml_file: str) -> str:
+    """Full path of ``xml_file`` as gymnasium's ``expand_model_path`` resolves it.
+
+    A relative name (``"ant.xml"``) is one of gymnasium's MuJoCo assets; a path starting
+    with ``.``, ``/`` or ``~`` is the user's.
+
+    Raises:
+        OSError: the file does not exist.
+    """
+    if xml_file.startswith((".", "/")):
+        full = xml_file
+    elif xml_file.startswith("~"):
+        full = os.path.expanduser(xml_file)
+    else:
+        mujoco_module()  # our install hint, before gymnasium's
+        import gymnasium.envs.mujoco as gm  # for its asset folder
+
+        full = os.path.join(os.path.dirname(gm.__file__), "assets", xml_file)
+    if not os.path.exists(full):
+        raise OSError(f"MuJoCo model file {full} does not exist")
+    return os.path.abspath(full)
+
+
+@functools.lru_cache(maxsize=64)
+def load_model(path: str) -> Any:
+    """The ``mujoco.MjModel`` of an XML file (cached; one per path)."""
+    mujoco = mujoco_module()
+    return mujoco.MjModel.from_xml_path(path)
+
+
+@functools.lru_cache(maxsize=64)
+def model_info(path: str) -> ModelInfo:
+    """:class:`ModelInfo` of the XML file ``path`` (a full path, see :func:`asset_path`).
+
+    Raises:
+        ValueError: a model whose state rows are not ``[time, qpos, qvel, act,
+            qacc_warmstart]`` (history buffers, plastic or plugin state).
+    """
+    mujoco = mujoco_module()
+    m = load_model(path)
+    d = mujoco.MjData(m)
+    info = ModelInfo(
+        path=path,
+        nq=m.nq,
+        nv=m.nv,
+        nu=m.nu,
+        na=m.na,
+        nbody=m.nbody,
+        timestep=float(m.opt.timestep),
+        qpos0=d.qpos.copy(),
+        ctrlrange=m.actuator_ctrlrange.copy(),
+        body_mass=m.body_mass.copy(),
+        body_names=tuple(m.body(i).name for i in range(m.nbody)),
+        field_shapes={f: tuple(getattr(d, f).shape) for f in FIELDS},
+    )
+    k = mujoco.mj_stateSize(m, _row_spec(mujoco))
+    if k != info.row_size:
+        raise ValueError(
+            f"{path}: state rows of {k} numbers, not 1 + nq + 2 nv + na = {info.row_size}"
+            " (models with history, plastic or plugin state are not supported)"
+        )
+    return info
+
+
+# -- the engine protocol and factory -------------------------------------------------
+
+
+class Engine(Protocol):
+    """Steps batches of state rows of one model on one device; N-agnostic."""
+
+    nq: int
+    nv: int
+    nu: int
+    row_size: int  # K: [time, qpos, qvel, act, qacc_warmstart]
+    derived_size: int  # D: the requested fields, flattened, in order
+
+    def step(
+        self, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Run ``mj_step`` ``nstep`` times per simulation (then ``mj_rnePostConstraint``).
+
+        Args:
+            rows: (N, K) float64 state rows.
+            ctrl: (N, nu) float64 controls.
+            nstep: Physics steps.
+
+        Returns:
+            ``(rows (N, K), derived (N, D), warned (N,) bool)``; ``warned``: MuJoCo reset
+            that simulation's data during the step (bad qpos, qvel, qacc or ctrl), as
+            ``mj_step`` does by itself.
+        """
+
+    def forward(self, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Derived (N, D) of ``mj_forward`` at ``rows`` (ctrl 0) where ``mask``, else 0.
+
+        ``mask`` is (N,) bool; ctrl is 0 as after ``mj_resetData`` (for reset states).
+        """
+
+
+_ENGINES: dict[tuple[Any, ...], Engine] = {}
+_BY_HANDLE: dict[int, CEngine] = {}
+_LOCK = threading.Lock()
+
+
+def engine(
+    model_key: str,
+    fields: tuple[str, ...],
+    rne_post: bool,
+    device: torch.device | str,
+    kind: str = "auto",
+) -> Engine:
+    """The (cached) engine of the model at ``model_key`` (a full XML path) on ``device``.
+
+    Args:
+        model_key: Full path of the model's XML file (:func:`asset_path`).
+        fields: ``mjData`` field names (:data:`FIELDS`), flattened into ``derived`` in
+            this order.
+        rne_post: Call ``mj_rnePostConstraint`` after stepping (cfrc_ext, cacc, cfrc_int).
+        device: The device of the state tensors.
+        kind: ``"auto"`` (C on the CPU, Warp on CUDA), ``"c"`` or ``"warp"``.
+
+    Raises:
+        ValueError: an unknown field or kind, or the C engine on a non-CPU device.
+        ImportError: mujoco (or, for Warp, mujoco_warp) is not installed.
+    """
+    device = torch.device(device)
+    unknown = [f for f in fields if f not in FIELDS]
+    if unknown:
+        raise ValueError(f"unknown mjData field(s) {unknown}; known: {FIELDS}")
+    if kind == "auto":
+        kind = "c" if device.type == "cpu" else "warp"
+    if kind not in ("c", "warp"):
+        raise ValueError(f"engine must be 'auto', 'c' or 'warp', got {kind!r}")
+    key = (model_key, tuple(fields), bool(rne_post), str(device), kind)
+    eng = _ENGINES.get(key)
+    if eng is not None:
+        return eng
+    with _LOCK:
+        eng = _ENGINES.get(key)
+        if eng is None:
+            if kind == "c":
+                if device.type != "cpu":
+                    raise ValueError(f"the C MuJoCo engine runs on the CPU, not {device}")
+                eng = CEngine(model_key, tuple(fields), bool(rne_post))
+            else:
+                from gpuvec_envs.envs.mujoco import _warp  # lazy: Warp is optional
+
+                eng = _warp.WarpEngine(load_model(model_key), tuple(fields), rne_post, device)
+            _ENGINES[key] = eng
+    return eng
+
+
+# -- the C engine ----------------------------------------------------------------------
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpuvec_envs"
+
+
+@functools.lru_cache(maxsize=1)
+def _library() -> ctypes.CDLL:
+    """``_engine.c`` built against the installed mujoco (cached on disk) and loaded.
+
+    Raises:
+        RuntimeError: no C compiler, or the build failed (with the compiler's output).
+    """
+    mujoco = mujoco_module()
+    pkg = Path(mujoco.__file__).parent
+    libs = sorted(pkg.glob("libmujoco.so*"))
+    if not libs:
+        raise RuntimeError(f"no libmujoco.so* in {pkg}; reinstall mujoco: {INSTALL_HINT}")
+    libmujoco = libs[-1]
+    source = Path(__file__).with_name("_engine.c")
+    text = source.read_bytes()
+    digest = hashlib.sha256(text + mujoco.__version__.encode() + str(libmujoco).encode())
+    out = _cache_dir() / f"mujoco_engine_{digest.hexdigest()[:16]}.so"
+    if not out.exists():
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            raise RuntimeError(
+                "the gpuvec MuJoCo CPU engine is compiled on first use and needs a C "
+                "compiler: install one (Debian/Ubuntu: `apt-get install gcc`; conda: "
+                "`conda install -c conda-forge c-compiler`) or set CC"
+            )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+        os.close(fd)
+        cmd = [
+            cc,
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-I",
+            str(pkg / "include"),
+            "-o",
+            tmp,
+            str(source),
+            str(libmujoco),
+            f"-Wl,-rpath,{pkg}",
+            "-lpthread",
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            os.unlink(tmp)
+            raise RuntimeError(
+                f"building the MuJoCo CPU engine failed ({' '.join(cmd)}):\n{res.stderr}"
+            )
+        os.replace(tmp, out)  # atomic: parallel builders each write their own file
+    lib = ctypes.CDLL(str(out))
+    p, i = ctypes.c_void_p, ctypes.c_int
+    lib.gv_create.restype = p
+    lib.gv_create.argtypes = [p, i]
+    lib.gv_free.argtypes = [p]
+    lib.gv_step.restype = i
+    lib.gv_step.argtypes = [p, i, p, p, i, i, p, p, p, i, p, p, i]
+    lib.gv_forward.restype = i
+    lib.gv_forward.argtypes = [p, i, p, p, p, i, p, p, i]
+    return lib
+
+
+def _ptr(t: torch.Tensor) -> int:
+    return t.data_ptr()
+
+
+class CEngine:
+    """The CPU engine: ``_engine.c``'s thread pool over ``mj_step`` (see the module doc).
+
+    Threads per call: ``torch.get_num_threads()`` (the env's thread count), fewer for
+    small batches; results do not depend on the count.
+    """
+
+    #: Most threads one engine uses (each holds a scratch mjData).
+    MAX_THREADS = 64
+    #: Simulations per thread below which a call runs on fewer threads.
+    MIN_PER_THREAD = 4
+
+    def __init__(self, model_key: str, fields: tuple[str, ...], rne_post: bool) -> None:
+        self.info = model_info(model_key)
+        self.model = load_model(model_key)  # kept alive: the C side holds its pointer
+        self.fields = fields
+        self.rne_post = rne_post
+        self.nq, self.nv, self.nu = self.info.nq, self.info.nv, self.info.nu
+        self.row_size = self.info.row_size
+        sizes = [int(np.prod(self.info.field_shapes[f])) for f in fields]
+        self.derived_size = sum(sizes)
+        self._ids = (ctypes.c_int * max(1, len(fields)))(*[FIELDS.index(f) for f in fields])
+        self._sizes = (ctypes.c_int64 * max(1, len(fields)))(*sizes)
+        self._lib = _library()
+        self._handle = self._lib.gv_create(self.model._address, self.MAX_THREADS)
+        if not self._handle:
+            raise MemoryError("could not create the MuJoCo engine")
+        self.handle = len(_BY_HANDLE) + 1
+        _BY_HANDLE[self.handle] = self
+
+    def _threads(self, n: int) -> int:
+        return max(1, min(torch.get_num_threads(), n // self.MIN_PER_THREAD))
+
+    def run_step(
+        self, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`step` on real CPU tensors (the custom op's body)."""
+        n = rows.shape[0]
+        rows = rows.contiguous()
+        ctrl = ctrl.to(torch.float64).contiguous()
+        out = torch.empty_like(rows)
+        derived = torch.empty((n, self.derived_size), dtype=torch.float64)
+        warned = torch.empty(n, dtype=torch.bool)  # written as bytes 0/1
+        if n:
+            rc = self._lib.gv_step(
+                self._handle,
+                n,
+                _ptr(rows),
+                _ptr(ctrl),
+                int(nstep),
+                int(self.rne_post),
+                _ptr(out),
+                _ptr(derived),
+                _ptr(warned),
+                len(self.fields),
+                self._ids,
+                self._sizes,
+                self._threads(n),
+            )
+            if rc:
+                raise RuntimeError(f"MuJoCo engine step failed ({rc})")
+        return out, derived, warned
+
+    def run_forward(self, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` on real CPU tensors (the custom op's body)."""
+        n = rows.shape[0]
+        rows = rows.contiguous()
+        mask8 = mask.to(torch.uint8).contiguous()
+        derived = torch.empty((n, self.derived_size), dtype=torch.float64)
+        if n:
+            rc = self._lib.gv_forward(
+                self._handle,
+                n,
+                _ptr(rows),
+                _ptr(mask8),
+                _ptr(derived),
+                len(self.fields),
+                self._ids,
+                self._sizes,
+                self._threads(int(mask8.sum())) if n > 1 else 1,
+            )
+            if rc:
+                raise RuntimeError(f"MuJoCo engine forward failed ({rc})")
+        return derived
+
+    def step(
+        self, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """See :class:`Engine`; a ``gpuvec::mujoco_step`` call (opaque to compilers)."""
+        return torch.ops.gpuvec.mujoco_step(self.handle, rows, ctrl.to(torch.float64), nstep)
+
+    def forward(self, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """See :class:`Engine`; a ``gpuvec::mujoco_forward`` call (opaque to compilers)."""
+        return torch.ops.gpuvec.mujoco_forward(self.handle, rows, mask)
+
+    def __del__(self) -> None:
+        """Free the C engine's scratch data."""
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle:
+            self._lib.gv_free(handle)
+
+
+@torch.library.custom_op("gpuvec::mujoco_step", mutates_args=())
+def _mujoco_step(
+    handle: int, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _BY_HANDLE[handle].run_step(rows, ctrl, nstep)
+
+
+@_mujoco_step.register_fake
+def _(
+    handle: int, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    eng = _BY_HANDLE[handle]
+    n = rows.shape[0]
+    return (
+        torch.empty_like(rows),
+        rows.new_empty((n, eng.derived_size)),
+        rows.new_empty((n,), dtype=torch.bool),
+    )
+
+
+@torch.library.custom_op("gpuvec::mujoco_forward", mutates_args=())
+def _mujoco_forward(handle: int, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return _BY_HANDLE[handle].run_forward(rows, mask)
+
+
+@_mujoco_forward.register_fake
+def _(handle: int, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return rows.new_empty((rows.shape[0], _BY_HANDLE[handle].derived_size))
