@@ -66,8 +66,9 @@ def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
     )
 
 
-#: MuJoCo steps are C calls (torch custom ops) between small tensor ops.
-_MUJOCO: dict[str, Any] = {}
+#: MuJoCo steps call the physics engine as torch custom ops, which the lean_wrapper pass
+#: cannot rewrite (it would report that it did not apply).
+_MUJOCO: dict[str, Any] = {"lean_wrapper": False}
 
 _DYN = "dynamic_obstacles:DynamicObstacles"
 #: minigrid 3.2.0's IDs: the reference's ``max_steps`` is both the reward's horizon and

@@ -369,7 +369,9 @@ class CEngine:
         self._handle = self._lib.gv_create(self.model._address, self.MAX_THREADS)
         if not self._handle:
             raise MemoryError("could not create the MuJoCo engine")
-        self.handle = len(_BY_HANDLE) + 1
+        # stable across processes: a step compiled in a child process embeds it
+        key = repr((model_key, fields, rne_post, "cpu")).encode()
+        self.handle = int.from_bytes(hashlib.sha256(key).digest()[:7], "little")
         _BY_HANDLE[self.handle] = self
 
     def _threads(self, n: int) -> int:
@@ -444,18 +446,28 @@ class CEngine:
             self._lib.gv_free(handle)
 
 
+def _engine_of(handle: int) -> CEngine:
+    eng = _BY_HANDLE.get(handle)
+    if eng is None:
+        raise RuntimeError(
+            f"no MuJoCo engine {handle} in this process (a step compiled elsewhere runs "
+            "only after the env has made its engine: reset() the env first)"
+        )
+    return eng
+
+
 @torch.library.custom_op("gpuvec::mujoco_step", mutates_args=())
 def _mujoco_step(
     handle: int, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _BY_HANDLE[handle].run_step(rows, ctrl, nstep)
+    return _engine_of(handle).run_step(rows, ctrl, nstep)
 
 
 @_mujoco_step.register_fake
 def _(
     handle: int, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    eng = _BY_HANDLE[handle]
+    eng = _engine_of(handle)
     n = rows.shape[0]
     return (
         torch.empty_like(rows),
@@ -466,9 +478,9 @@ def _(
 
 @torch.library.custom_op("gpuvec::mujoco_forward", mutates_args=())
 def _mujoco_forward(handle: int, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return _BY_HANDLE[handle].run_forward(rows, mask)
+    return _engine_of(handle).run_forward(rows, mask)
 
 
 @_mujoco_forward.register_fake
 def _(handle: int, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return rows.new_empty((rows.shape[0], _BY_HANDLE[handle].derived_size))
+    return rows.new_empty((rows.shape[0], _engine_of(handle).derived_size))
