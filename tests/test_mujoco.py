@@ -348,3 +348,20 @@ def test_engine_threads_do_not_change_results() -> None:
         torch.set_num_threads(before)
     for x, y in zip(one, two, strict=True):
         assert torch.equal(x, y)
+
+
+def test_missing_mujoco_says_what_to_install() -> None:
+    """Without mujoco, make_vec names the extra to install; import gpuvec_envs works."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['mujoco'] = None\n"
+        "import gymnasium as gym, gpuvec_envs\n"
+        "try:\n"
+        "    gym.make_vec('gpuvec/Hopper-v5', num_envs=1)\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert 'pip install "gpuvec_envs[mujoco]"' in out.stdout, out.stdout + out.stderr
