@@ -81,14 +81,17 @@ class MujocoParams:
     xml_file: str = ""  # gymnasium asset name or a path starting with ".", "/" or "~"
     frame_skip: int = 1  # MuJoCo steps per env step
     engine: str = "auto"  # "auto" (C on the CPU, MuJoCo Warp on CUDA), "c" or "warp"
+    width: int = 480  # [px] rendered frames
+    height: int = 480  # [px]
 
     def __post_init__(self) -> None:
         """Check and normalise every field (``ValueError`` on a bad value)."""
         for f in dataclasses.fields(self):
             value = _check_field(f.name, getattr(self, f.name), str(f.type))
             object.__setattr__(self, f.name, value)
-        if self.frame_skip < 1:
-            raise ValueError(f"frame_skip must be a positive int, got {self.frame_skip}")
+        for name in ("frame_skip", "width", "height"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)}")
         if self.engine not in ("auto", "c", "warp"):
             raise ValueError(f"engine must be 'auto', 'c' or 'warp', got {self.engine!r}")
         scale = getattr(self, "reset_noise_scale", 0.0)
@@ -267,7 +270,9 @@ class MujocoEnv(EnvDef[MujocoState, MujocoParams]):
     """
 
     params_type = MujocoParams
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
+    #: gymnasium's ``DEFAULT_CAMERA_CONFIG`` of the task (``MjvCamera`` attribute, value).
+    camera: ClassVar[tuple[tuple[str, Any], ...]] = ()
     #: Names of the info terms :meth:`transition` returns, stored in the state.
     terms: ClassVar[tuple[str, ...]] = ()
     #: :meth:`transition` reads derived fields of the pre-step state.
@@ -407,3 +412,13 @@ class MujocoEnv(EnvDef[MujocoState, MujocoParams]):
 
     #: :meth:`state_info` reads derived fields (computed for just-reset envs first).
     needs_derived_info: ClassVar[bool] = False
+
+    def render(self, params: Any, state: MujocoState) -> torch.Tensor:
+        """(N, height, width, 3) uint8 frames, as gymnasium's ``rgb_array`` (needs OpenGL).
+
+        gymnasium fixes its free camera's look-at point at the first frame; here each
+        frame looks at its own state's geoms (the same for a frame of the first state).
+        """
+        path = bridge.asset_path(params.xml_file)
+        frames = bridge.render(path, state.physics, params.width, params.height, self.camera)
+        return frames.to(state.physics.device)

@@ -103,12 +103,15 @@ static void run_one(Job* j, mjData* d, int i) {
     memset(out, 0, sizeof(double) * j->dsize);
     return;
   }
-  mj_setState(m, d, j->rows_in + (int64_t)i * K, ROW_SPEC);
-  for (int w = 0; w < mjNWARNING; w++) d->warning[w].number = 0;
   if (j->forward_only) {
-    memset(d->ctrl, 0, sizeof(double) * m->nu); /* as after mj_resetData */
+    /* gymnasium's reset: mj_resetData (ctrl and the fields mj_forward does not compute,
+       such as cfrc_ext, are 0), the state, mj_forward */
+    mj_resetData(m, d);
+    mj_setState(m, d, j->rows_in + (int64_t)i * K, ROW_SPEC);
     mj_forward(m, d);
   } else {
+    mj_setState(m, d, j->rows_in + (int64_t)i * K, ROW_SPEC);
+    for (int w = 0; w < mjNWARNING; w++) d->warning[w].number = 0;
     memcpy(d->ctrl, j->ctrl + (int64_t)i * m->nu, sizeof(double) * m->nu);
     for (int s = 0; s < j->nstep; s++) mj_step(m, d);
     if (j->rne_post) mj_rnePostConstraint(m, d);
@@ -190,7 +193,7 @@ int gv_step(void* handle, int n, const double* rows_in, const double* ctrl, int 
   return run(&j, nthread);
 }
 
-/* derived (n, D) of mj_forward at rows_in (n, K) where mask, zeros elsewhere. */
+/* derived (n, D) of a gymnasium reset to rows_in (n, K) where mask, zeros elsewhere. */
 int gv_forward(void* handle, int n, const double* rows_in, const uint8_t* mask, double* derived,
                int nfield, const int* field_ids, const int64_t* field_sizes, int nthread) {
   Job j = {0};

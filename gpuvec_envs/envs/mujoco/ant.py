@@ -42,6 +42,7 @@ class Ant(MujocoEnv):
     """Ant-v5. Observation: qpos (without x, y), qvel and clipped ``cfrc_ext[1:]``, 105."""
 
     params_type = AntParams
+    camera = (("distance", 4.0),)
     terms = (
         "x_velocity",
         "y_velocity",

@@ -117,8 +117,9 @@ class ModelInfo:
         return body
 
 
+@functools.lru_cache(maxsize=256)
 def asset_path(xml_file: str) -> str:
-    """Full path of ``xml_file`` as gymnasium's ``expand_model_path`` resolves it.
+    """Full path of ``xml_file`` as gymnasium's ``expand_model_path`` resolves it (cached).
 
     A relative name (``"ant.xml"``) is one of gymnasium's MuJoCo assets; a path starting
     with ``.``, ``/`` or ``~`` is the user's.
@@ -210,9 +211,10 @@ class Engine(Protocol):
         """
 
     def forward(self, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Derived (N, D) of ``mj_forward`` at ``rows`` (ctrl 0) where ``mask``, else 0.
+        """Derived (N, D) of a reset to ``rows`` where ``mask`` (N,) bool, else 0.
 
-        ``mask`` is (N,) bool; ctrl is 0 as after ``mj_resetData`` (for reset states).
+        As gymnasium's reset: ``mj_resetData`` (ctrl 0, and 0 in the fields
+        ``mj_forward`` does not compute, such as ``cfrc_ext``), the row, ``mj_forward``.
         """
 
 
@@ -484,3 +486,78 @@ def _mujoco_forward(handle: int, rows: torch.Tensor, mask: torch.Tensor) -> torc
 @_mujoco_forward.register_fake
 def _(handle: int, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return rows.new_empty((rows.shape[0], _engine_of(handle).derived_size))
+
+
+# -- rendering -------------------------------------------------------------------------
+class _Renderer:
+    """``mujoco.Renderer`` of one model and frame size, with a scratch ``mjData``."""
+
+    def __init__(self, path: str, width: int, height: int) -> None:
+        mujoco = mujoco_module()
+        self.model = mujoco.MjModel.from_xml_path(path)  # its own: the framebuffer grows
+        glob = self.model.vis.global_
+        glob.offwidth, glob.offheight = max(glob.offwidth, width), max(glob.offheight, height)
+        self.data = mujoco.MjData(self.model)
+        try:
+            self.renderer = mujoco.Renderer(self.model, height, width)
+        except Exception as exc:  # noqa: BLE001 - every backend failure reads the same
+            raise RuntimeError(
+                "MuJoCo rendering needs an OpenGL backend: set MUJOCO_GL=egl (a GPU with "
+                "EGL) or MUJOCO_GL=osmesa (software; `apt-get install libosmesa6`) before "
+                f"importing mujoco ({type(exc).__name__}: {exc})"
+            ) from exc
+
+
+_RENDERERS: dict[tuple[str, int, int, int], _Renderer] = {}
+
+
+def render(
+    model_key: str,
+    rows: torch.Tensor,
+    width: int,
+    height: int,
+    camera: tuple[tuple[str, Any], ...] = (),
+) -> torch.Tensor:
+    """RGB frames of state rows as gymnasium's ``MujocoRenderer`` draws ``rgb_array``.
+
+    A free camera looking at the median of the geoms' positions from ``stat.extent`` away
+    (gymnasium's ``OffScreenViewer``), then the task's ``default_camera_config``
+    (``camera``: ``(attribute, value)`` pairs of ``mujoco.MjvCamera``).
+
+    Args:
+        model_key: Full path of the model's XML file.
+        rows: (M, K) float64 state rows (any device).
+        width: Frame width [px].
+        height: Frame height [px].
+        camera: The camera settings.
+
+    Returns:
+        (M, height, width, 3) uint8 frames on the CPU.
+
+    Raises:
+        RuntimeError: no OpenGL backend (names the ``MUJOCO_GL`` settings to try).
+    """
+    mujoco = mujoco_module()
+    key = (model_key, width, height, threading.get_ident())  # GL contexts are per thread
+    r = _RENDERERS.get(key)
+    if r is None:
+        r = _RENDERERS[key] = _Renderer(model_key, width, height)
+    spec = _row_spec(mujoco)
+    frames = []
+    for row in rows.detach().to("cpu", torch.float64).numpy():
+        mujoco.mj_setState(r.model, r.data, row, spec)
+        mujoco.mj_forward(r.model, r.data)
+        cam = mujoco.MjvCamera()
+        cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+        cam.fixedcamid = -1
+        cam.lookat[:] = np.median(r.data.geom_xpos, axis=0)
+        cam.distance = r.model.stat.extent
+        for name, value in camera:
+            if isinstance(value, tuple):
+                getattr(cam, name)[:] = value
+            else:
+                setattr(cam, name, value)
+        r.renderer.update_scene(r.data, camera=cam)
+        frames.append(r.renderer.render().copy())
+    out = np.stack(frames) if frames else np.zeros((0, height, width, 3), np.uint8)
+    return torch.from_numpy(out)

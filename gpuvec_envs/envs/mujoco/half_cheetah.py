@@ -32,6 +32,7 @@ class HalfCheetah(MujocoEnv):
     """HalfCheetah-v5. Observation: qpos (without x) and qvel, 17 numbers."""
 
     params_type = HalfCheetahParams
+    camera = (("distance", 4.0),)
     terms = ("x_velocity", "reward_forward", "reward_ctrl")
 
     def obs_size(self, params: HalfCheetahParams, model: bridge.ModelInfo) -> int:

@@ -43,6 +43,12 @@ class Hopper(MujocoEnv):
     """Hopper-v5. Observation: qpos (without x) and qvel clipped to ±10, 11 numbers."""
 
     params_type = HopperParams
+    camera = (
+        ("trackbodyid", 2),
+        ("distance", 3.0),
+        ("lookat", (0.0, 0.0, 1.15)),
+        ("elevation", -20.0),
+    )
     terms = ("x_velocity", "reward_forward", "reward_ctrl", "reward_survive")
 
     def obs_size(self, params: HopperParams, model: bridge.ModelInfo) -> int:

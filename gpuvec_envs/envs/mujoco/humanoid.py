@@ -111,6 +111,12 @@ class Humanoid(MujocoEnv):
     """Humanoid-v5. Observation of 348 numbers by default."""
 
     params_type = HumanoidParams
+    camera = (
+        ("trackbodyid", 1),
+        ("distance", 4.0),
+        ("lookat", (0.0, 0.0, 2.0)),
+        ("elevation", -20.0),
+    )
     terms = (
         "x_velocity",
         "y_velocity",

@@ -44,6 +44,12 @@ class HumanoidStandup(MujocoEnv):
     """HumanoidStandup-v5. Observation of 348 numbers by default (as Humanoid's)."""
 
     params_type = HumanoidStandupParams
+    camera = (
+        ("trackbodyid", 1),
+        ("distance", 4.0),
+        ("lookat", (0.0, 0.0, 0.8925)),
+        ("elevation", -20.0),
+    )
     terms = ("reward_linup", "reward_quadctrl", "reward_impact")
     needs_derived_info = True
 

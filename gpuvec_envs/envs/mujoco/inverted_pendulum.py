@@ -29,6 +29,7 @@ class InvertedPendulum(MujocoEnv):
     """InvertedPendulum-v5. Observation: ``[qpos, qvel]``, 4 numbers."""
 
     params_type = InvertedPendulumParams
+    camera = (("trackbodyid", 0), ("distance", 2.04))
     terms = ("reward_survive",)
 
     def obs_size(self, params: InvertedPendulumParams, model: bridge.ModelInfo) -> int:

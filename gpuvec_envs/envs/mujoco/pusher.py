@@ -43,6 +43,7 @@ class Pusher(MujocoEnv):
     """Pusher-v5. Observation of 23 numbers."""
 
     params_type = PusherParams
+    camera = (("trackbodyid", -1), ("distance", 4.0))
     terms = ("reward_dist", "reward_ctrl", "reward_near")
 
     def fields(self, params: PusherParams) -> tuple[str, ...]:

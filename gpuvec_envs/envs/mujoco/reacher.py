@@ -47,6 +47,7 @@ class Reacher(MujocoEnv):
     """Reacher-v5. Observation of 10 numbers."""
 
     params_type = ReacherParams
+    camera = (("trackbodyid", 0),)
     terms = ("reward_dist", "reward_ctrl")
 
     def fields(self, params: ReacherParams) -> tuple[str, ...]:

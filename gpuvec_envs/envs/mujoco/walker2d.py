@@ -38,6 +38,12 @@ class Walker2d(MujocoEnv):
     """Walker2d-v5. Observation: qpos (without x) and qvel clipped to ±10, 17 numbers."""
 
     params_type = Walker2dParams
+    camera = (
+        ("trackbodyid", 2),
+        ("distance", 4.0),
+        ("lookat", (0.0, 0.0, 1.15)),
+        ("elevation", -20.0),
+    )
     terms = ("x_velocity", "reward_forward", "reward_ctrl", "reward_survive")
 
     def obs_size(self, params: Walker2dParams, model: bridge.ModelInfo) -> int:
