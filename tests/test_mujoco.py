@@ -92,11 +92,7 @@ def run_parity(name: str, steps: int, seed: int) -> None:
     info = inner.env_def.info(inner.params, inner.state.env)
     ulp_obs = ULP_OBS.get(name)
     for i, ref in enumerate(refs):
-        ref_obs = ref.unwrapped._get_obs()
-        if ulp_obs is None:
-            close(obs[i], ref_obs, False)
-        else:
-            close(obs[i], ref_obs, True)
+        close(obs[i], ref.unwrapped._get_obs(), ulp_obs is not None)
         for key, value in ref_infos[i].items():
             close(info[key][i].numpy(), np.asarray(value), False)
     rng = np.random.default_rng(seed)
@@ -185,9 +181,8 @@ def test_reset_noise_distribution(name: str, cols: tuple[int, ...]) -> None:
     for c in cols:
         p = stats.ks_2samp(ours[:, c], theirs[:, c]).pvalue
         assert p > 1e-3, (name, c, p)
-    nq = ours.shape[1] // 2 if name != "Reacher" else None
-    del nq
-    # the same moments where gymnasium's noise is per coordinate
+    # every coordinate's spread (0 where gymnasium sets a value: Pusher's goal, Reacher's
+    # target velocity) within 12 % of gymnasium's
     np.testing.assert_allclose(ours.std(0), theirs.std(0), rtol=0.12, atol=1e-12)
 
 
