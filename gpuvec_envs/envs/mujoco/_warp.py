@@ -1,0 +1,420 @@
+"""MuJoCo Warp engine: batched MuJoCo physics on Warp arrays exchanged with torch zero-copy.
+
+The engine behind the MuJoCo family's ``Engine`` interface on MuJoCo Warp (``mujoco_warp``,
+float32, CUDA or Warp's CPU device). Each env's physics lives in a torch row
+
+    [time (1), qpos (nq), qvel (nv), act (na), qacc_warmstart (nv)]     # float32, SI units
+
+and one :meth:`WarpEngine.step` is gymnasium's ``MujocoEnv.do_simulation``: set ``ctrl``,
+``mj_step`` ``nstep`` times, then (``rne_post``) ``mj_rnePostConstraint``; the derived
+``fields`` (``xpos``, ``cfrc_ext``, ...) are read after that, as MuJoCo C leaves them.
+
+Every Warp call of the family sits in this module (the seam). Rows, controls and derived
+fields move between torch and Warp through torch views of the Warp arrays (``wp.to_torch``)
+on torch's current CUDA stream: no host round trip and no host sync. On CUDA the Warp part
+of a step (``nstep`` substeps and the post-constraint pass) replays one Warp CUDA graph per
+``(N, nstep)``: MuJoCo Warp's solver loop is a conditional graph node, which outside a graph
+reads its condition back to the host once per solver iteration. Inside a torch CUDA graph
+capture (``torch.cuda.graph``) the engine registers that capture with Warp
+(``wp.capture_begin(external=True)``) and launches into it, so a whole env step, engine
+included, replays as one torch CUDA graph. ``graph=False`` switches the Warp graph off (eager
+Warp launches; on CUDA a host sync per solver iteration).
+
+Not a copy of MuJoCo C: MuJoCo Warp computes in float32, so a step agrees with ``mj_step``
+to a tolerance, not bitwise (tests/test_mujoco_warp.py states it per model). Models with
+features MuJoCo Warp lacks raise ``NotImplementedError`` naming them (gymnasium's Humanoid
+and HumanoidStandup use the PGS solver, which MuJoCo Warp does not have; ``solver=`` selects
+another, which changes the physics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import mujoco
+import torch
+
+MAXVAL = 1e10
+"""MuJoCo's ``mjMAXVAL``: |qpos|, |qvel| or |qacc| above it is a bad state (``mj_checkPos``)."""
+
+_RNE_POST_FIELDS = ("cacc", "cfrc_int", "cfrc_ext")
+"""Fields only ``mj_rnePostConstraint`` writes; ``mj_resetData`` + ``mj_forward`` leaves them 0."""
+
+_SOLVERS = {"newton": mujoco.mjtSolver.mjSOL_NEWTON, "cg": mujoco.mjtSolver.mjSOL_CG}
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Keeps the garbage collector off during a capture.
+
+    A Warp object finalised mid-capture would record its free into the graph (mjlab's
+    ``sim.py`` does the same for the same reason).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def default_njmax(model: mujoco.MjModel, nconmax: int) -> int:
+    """Constraint rows per world for a model, an upper estimate.
+
+    Room for every limit, equality and friction-loss row plus ``min(nconmax, 2 * ngeom)``
+    contacts of the model's largest condim.
+    MuJoCo Warp's own default (64 rows for gymnasium's models) overflows on HumanoidStandup
+    lying on the floor (MuJoCo C reaches 60 rows there in random rollouts).
+    """
+    condim = int(model.geom_condim.max()) if model.ngeom else 1
+    pyramidal = model.opt.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL
+    per_contact = 1 if condim == 1 else 2 * (condim - 1) if pyramidal else condim
+    fixed = int(model.jnt_limited.sum()) + int(model.tendon_limited.sum())
+    fixed += 6 * model.neq + int((model.dof_frictionloss > 0).sum())
+    return fixed + per_contact * min(nconmax, 2 * model.ngeom)
+
+
+def _import_warp() -> tuple[Any, Any]:
+    """Imports warp and mujoco_warp (late: ``import gpuvec_envs`` must not load Warp)."""
+    import mujoco_warp as mjw
+    import warp as wp
+
+    wp.init()
+    return wp, mjw
+
+
+@dataclass
+class _World:
+    """MuJoCo Warp Data for one batch size and torch views of its arrays.
+
+    Attributes:
+        n: number of worlds (envs).
+        data: the ``mujoco_warp.Data`` of ``n`` worlds.
+        views: torch tensors aliasing ``data``'s arrays, by field name, shape (n, ...).
+        graphs: captured Warp graphs of the step by ``nstep``, and of ``forward`` (key 0).
+        keep: Warp graphs of torch-initiated captures, kept alive with their allocations.
+    """
+
+    n: int
+    data: Any
+    views: dict[str, torch.Tensor]
+    graphs: dict[int, Any] = field(default_factory=dict)
+    keep: list[Any] = field(default_factory=list)
+
+
+class WarpEngine:
+    """MuJoCo physics on MuJoCo Warp, one per (model, device), for any batch size N.
+
+    Args:
+        model: the compiled MuJoCo model (not modified; copied when ``solver`` changes it).
+        fields: MjData field names flattened into ``derived`` in this order, e.g.
+            ``("xpos", "cfrc_ext")``; any array of ``mujoco_warp.Data`` with a leading world
+            dimension (``xpos``, ``xipos``, ``site_xpos``, ``cinert``, ``cvel``, ``cfrc_ext``,
+            ``qfrc_actuator``, ``sensordata``, ...).
+        rne_post: run ``mj_rnePostConstraint`` after the substeps (needed for ``cfrc_ext``,
+            ``cfrc_int``, ``cacc``).
+        device: torch device of the rows (``"cpu"`` runs on Warp's CPU device, single threaded).
+        solver: replace the model's constraint solver (``"newton"`` or ``"cg"``); needed for
+            models using PGS, which MuJoCo Warp lacks. Changes the physics: such an engine
+            does not match MuJoCo C on the original model.
+        graph: replay the Warp part of a step as one captured Warp graph (default on); off,
+            the Warp kernels launch eagerly (on CUDA with host syncs in the solver loop).
+        nconmax: contacts allocated per world (MuJoCo Warp's default if None).
+        njmax: constraint rows allocated per world (if None, the larger of MuJoCo Warp's
+            default and :func:`default_njmax`). Overflowing worlds are ``warned``.
+
+    Raises:
+        NotImplementedError: the model uses a feature MuJoCo Warp does not support.
+        ValueError: a field name that ``mujoco_warp.Data`` lacks, or a bad ``solver``.
+    """
+
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        fields: tuple[str, ...],
+        rne_post: bool,
+        device: torch.device | str,
+        *,
+        solver: Literal["newton", "cg"] | None = None,
+        graph: bool = True,
+        nconmax: int | None = None,
+        njmax: int | None = None,
+    ) -> None:
+        wp, mjw = _import_warp()
+        self._wp, self._mjw = wp, mjw
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        if self.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"WarpEngine runs on 'cpu' or 'cuda' devices, got {self.device}")
+        self._wp_device = wp.get_device(str(self.device))
+        if solver is not None:
+            if solver not in _SOLVERS:
+                raise ValueError(f"solver must be one of {sorted(_SOLVERS)}, got {solver!r}")
+            model = copy.deepcopy(model)
+            model.opt.solver = _SOLVERS[solver]
+        elif model.opt.solver == mujoco.mjtSolver.mjSOL_PGS:
+            raise NotImplementedError(
+                "MuJoCo Warp has no PGS solver, which this model uses (gymnasium's Humanoid and "
+                "HumanoidStandup do); pass solver='newton' or 'cg' to run it with another "
+                "solver (different physics from MuJoCo C)"
+            )
+        self.mj_model = model
+        self.fields = tuple(fields)
+        self.rne_post = bool(rne_post)
+        self.graph = bool(graph)
+        from mujoco_warp._src import io as mjw_io  # the defaults' heuristics
+
+        self.nconmax = nconmax if nconmax is not None else mjw_io._default_nconmax(model)
+        if njmax is None:
+            njmax = max(mjw_io._default_njmax(model), default_njmax(model, self.nconmax))
+        self.njmax = njmax
+        self.nq, self.nv, self.nu, self.na = model.nq, model.nv, model.nu, model.na
+        self.row_size = 1 + self.nq + 2 * self.nv + self.na
+        with wp.ScopedDevice(self._wp_device):
+            self.wp_model = mjw.put_model(model)  # NotImplementedError for unsupported features
+        self._worlds: dict[int, _World] = {}
+        self._streams: dict[int, Any] = {}
+        self._capture_stream: Any = None
+        probe = self._world(1)
+        self.field_sizes = tuple(probe.views[f][0].numel() for f in self.fields)
+        self.derived_size = sum(self.field_sizes)
+        data0 = mujoco.MjData(model)
+        self.reset_row = torch.zeros(self.row_size, dtype=torch.float32)
+        """(K,) float32 CPU: the row ``mj_resetData`` leaves (time 0, qpos0, all else 0)."""
+        self.reset_row[1 : 1 + self.nq] = torch.as_tensor(data0.qpos, dtype=torch.float32)
+
+    # ----------------------------------------------------------------- the interface
+
+    def step(
+        self, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Advances every env by ``nstep`` MuJoCo substeps (then the post-constraint pass).
+
+        Args:
+            rows: (N, K) physics rows (any float dtype; computed in float32).
+            ctrl: (N, nu) controls (any float dtype; MuJoCo clamps to ctrlrange).
+            nstep: substeps per call (the env's frame_skip), >= 1.
+
+        Returns:
+            rows: (N, K) float32 new rows, a fresh tensor.
+            derived: (N, D) float32 ``fields`` after the step, a fresh tensor.
+            warned: (N,) bool: the env's qpos, qvel or qacc is NaN or beyond 1e10 after the
+                step, or a MuJoCo Warp buffer (contacts, constraint rows) overflowed. The
+                rows are returned as computed, not reset: the env resets those envs
+                (MuJoCo C would have reset them with ``mj_resetData`` mid step; its row is
+                ``reset_row``).
+        """
+        w = self._checked_world(rows, ctrl=ctrl)
+        if not isinstance(nstep, int) or nstep < 1:
+            raise ValueError(f"nstep must be an int >= 1, got {nstep!r}")
+        v = w.views
+        self._write_rows(w, rows)
+        v["ctrl"].copy_(ctrl)
+        v["overflow"].zero_()
+        self._run(w, nstep)
+        new_rows = self._read_rows(w)
+        qpos_ok = (v["qpos"].abs() <= MAXVAL).all(1)
+        qvel_ok = (v["qvel"].abs() <= MAXVAL).all(1)
+        qacc_ok = (v["qacc"].abs() <= MAXVAL).all(1)
+        warned = ~(qpos_ok & qvel_ok & qacc_ok) | (v["overflow"] != 0)
+        return new_rows, self._read_derived(w), warned
+
+    def forward(self, rows: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Derived fields at ``rows`` as gymnasium's reset leaves them.
+
+        Mirrors ``mj_resetData``, ``mj_setState(rows)``, ``mj_forward``: ctrl is 0 and the
+        fields only ``mj_rnePostConstraint`` writes (``cacc``, ``cfrc_int``, ``cfrc_ext``)
+        are 0. Computed for every env (``mask`` is checked for shape but not used: the
+        caller selects).
+
+        Args:
+            rows: (N, K) physics rows.
+            mask: (N,) bool or None.
+
+        Returns:
+            (N, D) float32 derived fields, a fresh tensor.
+        """
+        w = self._checked_world(rows, mask=mask)
+        v = w.views
+        self._write_rows(w, rows)
+        v["ctrl"].zero_()
+        self._run(w, 0)
+        for name in _RNE_POST_FIELDS:
+            if name in self.fields and not self.wp_model.sensor_rne_postconstraint:
+                v[name].zero_()
+        return self._read_derived(w)
+
+    def fake_step(
+        self, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Empty outputs shaped as :meth:`step`'s (a custom op's fake implementation)."""
+        n = rows.shape[0]
+        f32 = torch.float32
+        return (
+            rows.new_empty((n, self.row_size), dtype=f32),
+            rows.new_empty((n, self.derived_size), dtype=f32),
+            rows.new_empty((n,), dtype=torch.bool),
+        )
+
+    def fake_forward(self, rows: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """An empty output shaped as :meth:`forward`'s (a custom op's fake implementation)."""
+        return rows.new_empty((rows.shape[0], self.derived_size), dtype=torch.float32)
+
+    def prepare(self, n: int, nstep: int | None = None) -> None:
+        """Allocates the Data of ``n`` worlds and builds kernels and graphs ahead of use.
+
+        Call it before capturing an env step in a torch CUDA graph: kernel builds and module
+        loads block and cannot run inside a capture on older drivers.
+        """
+        w = self._world(n)
+        if nstep is not None and self.graph:
+            self._graph_for(w, nstep)
+
+    # ----------------------------------------------------------------- rows <-> Data
+
+    def _write_rows(self, w: _World, rows: torch.Tensor) -> None:
+        v, nq, nv, na = w.views, self.nq, self.nv, self.na
+        v["time"].copy_(rows[:, 0])
+        v["qpos"].copy_(rows[:, 1 : 1 + nq])
+        v["qvel"].copy_(rows[:, 1 + nq : 1 + nq + nv])
+        if na:
+            v["act"].copy_(rows[:, 1 + nq + nv : 1 + nq + nv + na])
+        v["qacc_warmstart"].copy_(rows[:, 1 + nq + nv + na :])
+
+    def _read_rows(self, w: _World) -> torch.Tensor:
+        v = w.views
+        parts = [v["time"][:, None], v["qpos"], v["qvel"]]
+        if self.na:
+            parts.append(v["act"])
+        parts.append(v["qacc_warmstart"])
+        return torch.cat(parts, dim=1)
+
+    def _read_derived(self, w: _World) -> torch.Tensor:
+        if not self.fields:
+            return w.views["qpos"].new_empty((w.n, 0))
+        return torch.cat([w.views[f].reshape(w.n, -1) for f in self.fields], dim=1)
+
+    def _checked_world(
+        self,
+        rows: torch.Tensor,
+        ctrl: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> _World:
+        if rows.ndim != 2 or rows.shape[1] != self.row_size:
+            raise ValueError(f"rows must have shape (N, {self.row_size}), got {tuple(rows.shape)}")
+        n = rows.shape[0]
+        if n < 1:
+            raise ValueError("rows must hold at least one env")
+        if rows.device != self.device:
+            raise ValueError(f"rows are on {rows.device}, the engine on {self.device}")
+        if ctrl is not None and (tuple(ctrl.shape) != (n, self.nu) or ctrl.device != self.device):
+            raise ValueError(
+                f"ctrl must have shape ({n}, {self.nu}) on {self.device}, "
+                f"got {tuple(ctrl.shape)} on {ctrl.device}"
+            )
+        if mask is not None and tuple(mask.shape) != (n,):
+            raise ValueError(f"mask must have shape ({n},), got {tuple(mask.shape)}")
+        return self._world(n)
+
+    # ----------------------------------------------------------------- Warp side
+
+    def _world(self, n: int) -> _World:
+        """The Data of ``n`` worlds (allocated, its kernels built and warmed on first use)."""
+        w = self._worlds.get(n)
+        if w is not None:
+            return w
+        wp, mjw = self._wp, self._mjw
+        with wp.ScopedDevice(self._wp_device):
+            data = mjw.make_data(self.mj_model, nworld=n, nconmax=self.nconmax, njmax=self.njmax)
+            names = {"time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qacc", "overflow"}
+            names.update(self.fields)
+            names.update(_RNE_POST_FIELDS)
+            views = {}
+            for name in sorted(names):
+                arr = getattr(data, name, None)
+                if arr is None or not isinstance(arr, wp.array) or arr.shape[:1] != (n,):
+                    raise ValueError(
+                        f"{name!r} is not a per-world array of mujoco_warp.Data, so it cannot "
+                        "be a derived field"
+                    )
+                views[name] = wp.to_torch(arr)
+            w = _World(n=n, data=data, views=views)
+            # warm up: build and load every kernel outside any capture (blocking, once)
+            views["qpos"].copy_(torch.as_tensor(self.mj_model.qpos0, dtype=torch.float32))
+            wp.synchronize_device(self._wp_device)
+            self._launch(w, 0)
+            self._launch(w, 1)
+            wp.synchronize_device(self._wp_device)
+        self._worlds[n] = w
+        return w
+
+    def _launch(self, w: _World, nstep: int) -> None:
+        """Launches the Warp work: ``nstep`` steps (+ rne_post), or a forward if nstep == 0."""
+        mjw, m, d = self._mjw, self.wp_model, w.data
+        if nstep == 0:
+            mjw.forward(m, d)
+            return
+        for _ in range(nstep):
+            mjw.step(m, d)
+        if self.rne_post:
+            mjw.rne_postconstraint(m, d)
+
+    def _graph_for(self, w: _World, nstep: int) -> Any:
+        """The Warp graph of ``_launch(w, nstep)``, captured on a side stream on first use."""
+        g = w.graphs.get(nstep)
+        if g is None:
+            wp = self._wp
+            if self.device.type == "cuda":
+                if self._capture_stream is None:
+                    self._capture_stream = wp.Stream(self._wp_device)
+                wp.synchronize_device(self._wp_device)
+                with _no_gc(), wp.ScopedStream(self._capture_stream):
+                    with wp.ScopedCapture(stream=self._capture_stream) as cap:
+                        self._launch(w, nstep)
+                wp.synchronize_device(self._wp_device)
+            else:
+                with _no_gc(), wp.ScopedCapture(device=self._wp_device) as cap:
+                    self._launch(w, nstep)
+            g = w.graphs[nstep] = cap.graph
+        return g
+
+    def _run(self, w: _World, nstep: int) -> None:
+        """Runs the Warp work on torch's current stream (graph replay, capture, or eager)."""
+        wp = self._wp
+        if self.device.type == "cpu":
+            with wp.ScopedDevice(self._wp_device):
+                if self.graph:
+                    wp.capture_launch(self._graph_for(w, nstep))
+                else:
+                    self._launch(w, nstep)
+            return
+        tstream = torch.cuda.current_stream(self.device)
+        wstream = self._streams.get(tstream.cuda_stream)
+        if wstream is None:
+            wstream = self._streams[tstream.cuda_stream] = wp.stream_from_torch(tstream)
+        if torch.cuda.is_current_stream_capturing():
+            # a torch CUDA graph capture: Warp launches into it (conditional nodes included)
+            with (
+                _no_gc(),
+                wp.ScopedDevice(self._wp_device),
+                wp.ScopedStream(wstream, sync_enter=False),
+            ):
+                wp.capture_begin(stream=wstream, external=True, force_module_load=False)
+                try:
+                    self._launch(w, nstep)
+                finally:
+                    w.keep.append(wp.capture_end(stream=wstream))
+            return
+        graph = self._graph_for(w, nstep) if self.graph else None
+        with wp.ScopedDevice(self._wp_device), wp.ScopedStream(wstream, sync_enter=False):
+            if graph is not None:
+                wp.capture_launch(graph, stream=wstream)
+            else:
+                self._launch(w, nstep)
