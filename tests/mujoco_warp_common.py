@@ -227,3 +227,34 @@ def tolerance_failures(
         if not diff <= bound:
             out.append(f"{name}: |Warp - C| = {diff:.3g} > {bound:.3g}")
     return out
+
+
+def steep_capsule_contact(
+    model: mujoco.MjModel, row: np.ndarray, ctrl: np.ndarray, nstep: int, limit: float = 0.5
+) -> bool:
+    """Whether a plane-capsule contact with a steep capsule occurs during one env step.
+
+    Steep: the capsule's axis projected on the plane is shorter than ``limit``. MuJoCo Warp
+    (collision_primitive_core.plane_capsule) then gives the contact a fixed tangent frame,
+    MuJoCo C the projected axis; with pyramidal friction cones the two engines' forces
+    differ there by more than float32 rounding. Checked at the start of each substep and
+    at the end.
+    """
+    data = mujoco.MjData(model)
+    mujoco.mj_setState(model, data, row, ROW_SPEC)
+    data.ctrl[:] = ctrl
+    plane, capsule = mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_CAPSULE
+    for k in range(nstep + 1):  # each substep's start, and the end state
+        mujoco.mj_forward(model, data)
+        for c in data.contact[: data.ncon]:
+            types = model.geom_type[c.geom]
+            if plane in types and capsule in types:
+                g = c.geom[types == capsule][0]
+                p = c.geom[types == plane][0]
+                axis = data.geom_xmat[g].reshape(3, 3)[:, 2]
+                n = data.geom_xmat[p].reshape(3, 3)[:, 2]
+                if np.linalg.norm(axis - n * axis.dot(n)) < limit:
+                    return True
+        if k < nstep:
+            mujoco.mj_step(model, data)
+    return False

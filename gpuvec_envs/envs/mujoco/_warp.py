@@ -146,14 +146,11 @@ class WarpEngine:
         nconmax: int | None = None,
         njmax: int | None = None,
     ) -> None:
-        wp, mjw = _import_warp()
-        self._wp, self._mjw = wp, mjw
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"WarpEngine runs on 'cpu' or 'cuda' devices, got {self.device}")
-        self._wp_device = wp.get_device(str(self.device))
         if solver is not None:
             if solver not in _SOLVERS:
                 raise ValueError(f"solver must be one of {sorted(_SOLVERS)}, got {solver!r}")
@@ -166,6 +163,9 @@ class WarpEngine:
                 "solver (different physics from MuJoCo C)"
             )
         self.mj_model = model
+        wp, mjw = _import_warp()
+        self._wp, self._mjw = wp, mjw
+        self._wp_device = wp.get_device(str(self.device))
         self.fields = tuple(fields)
         self.rne_post = bool(rne_post)
         self.graph = bool(graph)
@@ -181,7 +181,6 @@ class WarpEngine:
             self.wp_model = mjw.put_model(model)  # NotImplementedError for unsupported features
         self._worlds: dict[int, _World] = {}
         self._streams: dict[int, Any] = {}
-        self._capture_stream: Any = None
         probe = self._world(1)
         self.field_sizes = tuple(probe.views[f][0].numel() for f in self.fields)
         self.derived_size = sum(self.field_sizes)
@@ -321,6 +320,15 @@ class WarpEngine:
             )
         if mask is not None and tuple(mask.shape) != (n,):
             raise ValueError(f"mask must have shape ({n},), got {tuple(mask.shape)}")
+        if (
+            n not in self._worlds
+            and self.device.type == "cuda"
+            and torch.cuda.is_current_stream_capturing()
+        ):
+            raise RuntimeError(
+                f"WarpEngine.prepare({n}) must run before a CUDA graph capture of a step with "
+                f"{n} envs (it allocates and builds kernels, which a capture cannot hold)"
+            )
         return self._world(n)
 
     # ----------------------------------------------------------------- Warp side
@@ -367,21 +375,16 @@ class WarpEngine:
             mjw.rne_postconstraint(m, d)
 
     def _graph_for(self, w: _World, nstep: int) -> Any:
-        """The Warp graph of ``_launch(w, nstep)``, captured on a side stream on first use."""
+        """The Warp graph of ``_launch(w, nstep)``, captured on first use (blocking, once)."""
         g = w.graphs.get(nstep)
         if g is None:
             wp = self._wp
-            if self.device.type == "cuda":
-                if self._capture_stream is None:
-                    self._capture_stream = wp.Stream(self._wp_device)
-                wp.synchronize_device(self._wp_device)
-                with _no_gc(), wp.ScopedStream(self._capture_stream):
-                    with wp.ScopedCapture(stream=self._capture_stream) as cap:
-                        self._launch(w, nstep)
-                wp.synchronize_device(self._wp_device)
-            else:
-                with _no_gc(), wp.ScopedCapture(device=self._wp_device) as cap:
+            # captured on Warp's stream of the device (as mjlab does), replayed on torch's
+            wp.synchronize_device(self._wp_device)
+            with _no_gc(), wp.ScopedDevice(self._wp_device):
+                with wp.ScopedCapture(device=self._wp_device) as cap:
                     self._launch(w, nstep)
+            wp.synchronize_device(self._wp_device)
             g = w.graphs[nstep] = cap.graph
         return g
 
