@@ -189,6 +189,16 @@ def test_graph_replay_equals_eager_launches(cheetah):
 
 
 @pytest.mark.heavy
+def test_deterministic_mode_off_agrees(cheetah):
+    engine, rows, ctrl = cheetah
+    assert engine.deterministic
+    loose = WarpEngine(engine.mj_model, (), True, "cpu", deterministic=False)
+    a, _, _ = engine.step(rows, ctrl, 5)
+    b, _, _ = loose.step(rows, ctrl, 5)
+    torch.testing.assert_close(a, b, atol=1e-5 * float(a.abs().max()), rtol=0)
+
+
+@pytest.mark.heavy
 def test_result_does_not_depend_on_n_or_neighbours(cheetah):
     engine, rows, ctrl = cheetah
     full = engine.step(rows, ctrl, 5)

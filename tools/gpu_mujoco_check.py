@@ -137,14 +137,18 @@ def _time(fn, device: torch.device, min_time: float, repeats: int) -> float:
     return statistics.median(per_call)
 
 
-def bench_engine(xml: str, ns: list[int], device: torch.device, args) -> list[dict]:
+def bench_engine(
+    xml: str, ns: list[int], device: torch.device, args, deterministic: bool = True
+) -> list[dict]:
     """env-steps/s of WarpEngine.step, alone and inside one torch CUDA graph."""
     from gpuvec_envs.envs.mujoco._warp import WarpEngine
 
     spec = common.BY_XML[xml]
     model = common.load_model(xml)
     t0 = time.perf_counter()
-    engine = WarpEngine(model, spec.fields, True, device, solver=_solver(xml))
+    engine = WarpEngine(
+        model, spec.fields, True, device, solver=_solver(xml), deterministic=deterministic
+    )
     build_s = time.perf_counter() - t0
     nstep, out = spec.frame_skip, []
     gen = torch.Generator().manual_seed(0)
@@ -188,6 +192,7 @@ def bench_engine(xml: str, ns: list[int], device: torch.device, args) -> list[di
 
                 sec = _time(fn, device, args.min_time, args.repeats)
                 row = dict(env=spec.env, engine="warp", mode=mode, n=n, nstep=nstep)
+                row["deterministic"] = deterministic
                 row.update(env_steps_per_s=n / sec, ms_per_step=1e3 * sec)
                 row.update(build_s=round(build_s, 1), prepare_s=round(prepare_s, 2))
                 finite = bool(torch.isfinite(state["rows"]).all()) if mode == "engine" else None
@@ -291,7 +296,8 @@ def markdown(result: dict) -> str:
         for r in result["bench"]:
             if "env_steps_per_s" in r:
                 lines.append(
-                    f"| {r['env']} | {r['engine']} | {r['mode']} | {r['n']} | "
+                    f"| {r['env']} | {r['engine']} | {r['mode']}"
+                    f"{'' if r.get('deterministic', True) else ' (nondeterministic)'} | {r['n']} | "
                     f"{r['env_steps_per_s']:.3g} | {r['ms_per_step']:.3g} |"
                 )
             else:
@@ -311,6 +317,9 @@ def main() -> int:
     p.add_argument("--parity-only", action="store_true")
     p.add_argument("--bench-only", action="store_true")
     p.add_argument("--no-torch-graph", action="store_true")
+    p.add_argument(
+        "--deterministic", choices=("on", "off", "both"), default="on", help="engine's mode"
+    )
     p.add_argument("--no-mjx", action="store_true")
     p.add_argument("--n", type=int, nargs="*", default=[1024, 4096, 16384, 65536])
     p.add_argument("--mjx-n", type=int, nargs="*", default=[4096, 65536], help="MJX's N")
@@ -364,8 +373,9 @@ def main() -> int:
     if not args.parity_only:
         result["bench"] = []
         for xml in args.envs:  # ours first, then MJX (its jit per N is the slow part)
-            result["bench"] += bench_engine(xml, args.n, device, args)
-            save()
+            for det in {"on": (True,), "off": (False,), "both": (True, False)}[args.deterministic]:
+                result["bench"] += bench_engine(xml, args.n, device, args, det)
+                save()
         for xml in args.envs if device.type == "cuda" and not args.no_mjx else ():
             result["bench"] += bench_mjx(xml, args.mjx_n, args)
             save()

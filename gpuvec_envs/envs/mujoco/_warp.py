@@ -125,6 +125,9 @@ class WarpEngine:
             does not match MuJoCo C on the original model.
         graph: replay the Warp part of a step as one captured Warp graph (default on); off,
             the Warp kernels launch eagerly (on CUDA with host syncs in the solver loop).
+        deterministic: MuJoCo Warp's deterministic mode (stable contact order, canonical
+            constraint rows, order-invariant atomic sums), so that on a GPU an env's result
+            does not depend on N or on the other envs; off is faster on CUDA.
         nconmax: contacts allocated per world (MuJoCo Warp's default if None).
         njmax: constraint rows allocated per world (if None, the larger of MuJoCo Warp's
             default and :func:`default_njmax`). Overflowing worlds are ``warned``.
@@ -143,6 +146,7 @@ class WarpEngine:
         *,
         solver: Literal["newton", "cg"] | None = None,
         graph: bool = True,
+        deterministic: bool = True,
         nconmax: int | None = None,
         njmax: int | None = None,
     ) -> None:
@@ -179,6 +183,11 @@ class WarpEngine:
         self.row_size = 1 + self.nq + 2 * self.nv + self.na
         with wp.ScopedDevice(self._wp_device):
             self.wp_model = mjw.put_model(model)  # NotImplementedError for unsupported features
+        self.deterministic = bool(deterministic)
+        if self.deterministic:
+            from mujoco_warp._src.types import DeterminismType
+
+            self.wp_model.opt.deterministic = int(DeterminismType.ALL)
         self._worlds: dict[int, _World] = {}
         self._streams: dict[int, Any] = {}
         probe = self._world(1)
