@@ -173,6 +173,9 @@ def test_forward_matches_mj_forward(cheetah):
     probe = WarpEngine(model, fields, False, "cpu")
     ref = common.c_forward(model, rows.double().numpy(), fields)
     got = probe.forward(rows, torch.ones(len(rows), dtype=bool))
+    some = probe.forward(rows, torch.tensor([True, False, True, False]))
+    torch.testing.assert_close(some[[0, 2]], got[[0, 2]], atol=0, rtol=0)
+    assert (some[[1, 3]] == 0).all()
     torch.testing.assert_close(
         got.double(), torch.tensor(ref), atol=2e-5 * common.scale(ref), rtol=0
     )
@@ -222,15 +225,23 @@ def test_nstep_is_repeated_single_steps(cheetah):
 
 
 @pytest.mark.heavy
-def test_bad_state_is_warned_per_env(cheetah):
+def test_bad_state_is_warned_and_reset_per_env(cheetah):
     engine, rows, ctrl = cheetah
     bad = rows.clone()
     bad[1, 1 + engine.nq] = float("nan")
     bad[2, 2] = 2e10
-    out, _, warned = engine.step(bad, ctrl, 5)
+    out, derived, warned = engine.step(bad, ctrl, 5)
     assert warned.tolist() == [False, True, True, False]
-    ref, _, _ = engine.step(rows, ctrl, 5)
+    ref, ref_derived, _ = engine.step(rows, ctrl, 5)
     torch.testing.assert_close(out[[0, 3]], ref[[0, 3]], atol=0, rtol=0)
+    torch.testing.assert_close(out[1], engine.reset_row, atol=0, rtol=0)  # mj_resetData
+    torch.testing.assert_close(out[2], engine.reset_row, atol=0, rtol=0)
+    probe = WarpEngine(engine.mj_model, ("xpos", "cfrc_ext"), True, "cpu")
+    _, derived, _ = probe.step(bad, ctrl, 5)
+    model = engine.mj_model
+    ref = common.c_forward(model, engine.reset_row[None].double().numpy(), ("xpos", "cfrc_ext"))
+    torch.testing.assert_close(derived[1].double(), torch.tensor(ref[0]), atol=1e-6, rtol=0)
+    assert (derived[1, -6 * model.nbody :] == 0).all()
 
 
 @pytest.mark.heavy
@@ -267,8 +278,12 @@ def test_bad_input_names_the_problem(cheetah):
         engine.step(rows, ctrl[:, :-1], 5)
     with pytest.raises(ValueError, match="nstep"):
         engine.step(rows, ctrl, 0)
-    with pytest.raises(ValueError, match="mask must have shape"):
+    with pytest.raises(ValueError, match="nstep"):
+        engine.run_step(rows, ctrl, 0)
+    with pytest.raises(ValueError, match="mask must be"):
         engine.forward(rows, torch.ones(3, dtype=bool))
+    with pytest.raises(ValueError, match="rows are on"):
+        engine.step(rows.to("meta"), ctrl, 5)
     with pytest.raises(ValueError, match="not a per-world array"):
         WarpEngine(engine.mj_model, ("no_such_field",), True, "cpu")
     with pytest.raises(ValueError, match="solver"):
@@ -276,25 +291,20 @@ def test_bad_input_names_the_problem(cheetah):
 
 
 @pytest.mark.heavy
-def test_custom_op_composes_with_torch_compile(cheetah):
-    """The C-engine side wraps engine calls as torch custom ops; fake shapes from the engine."""
+def test_custom_ops_compose_with_torch_compile(cheetah):
+    """step/forward are custom ops (fake shapes from the engine): one graph, same numbers."""
     engine, rows, ctrl = cheetah
-
-    @torch.library.custom_op("gpuvec_test::warp_cheetah_step", mutates_args=())
-    def warp_step(
-        rows: torch.Tensor, ctrl: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return engine.step(rows, ctrl, 5)
-
-    @warp_step.register_fake
-    def _(rows, ctrl):
-        return engine.fake_step(rows, ctrl, 5)
+    probe = WarpEngine(engine.mj_model, ("xpos", "cfrc_ext"), True, "cpu")
+    mask = torch.tensor([True, False, True, True])
 
     def env_step(rows, ctrl):
-        new, derived, warned = warp_step(rows, ctrl.clamp(-1, 1))
+        new, derived, warned = probe.step(rows, ctrl.clamp(-1, 1), 5)
         reward = (new[:, 1] - rows[:, 1]) / 0.05 - 0.1 * (ctrl * ctrl).sum(1)
-        return new, reward, warned
+        first = probe.forward(new, mask)
+        return new, derived, reward, warned, first
 
     compiled = torch.compile(env_step, backend="aot_eager", fullgraph=True)
     for a, b in zip(env_step(rows, ctrl), compiled(rows, ctrl), strict=True):
         torch.testing.assert_close(a, b, atol=0, rtol=0)
+    torch.library.opcheck(torch.ops.gpuvec.mujoco_warp_step, (probe.handle, rows, ctrl, 5))
+    torch.library.opcheck(torch.ops.gpuvec.mujoco_warp_forward, (probe.handle, rows, mask))

@@ -32,6 +32,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import itertools
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -190,6 +192,9 @@ class WarpEngine:
             self.wp_model.opt.deterministic = int(DeterminismType.ALL)
         self._worlds: dict[int, _World] = {}
         self._streams: dict[int, Any] = {}
+        self.handle = next(_HANDLES)
+        """This engine's key in the custom ops' registry (valid in this process)."""
+        _BY_HANDLE[self.handle] = self
         probe = self._world(1)
         self.field_sizes = tuple(probe.views[f][0].numel() for f in self.fields)
         self.derived_size = sum(self.field_sizes)
@@ -197,10 +202,27 @@ class WarpEngine:
         self.reset_row = torch.zeros(self.row_size, dtype=torch.float32)
         """(K,) float32 CPU: the row ``mj_resetData`` leaves (time 0, qpos0, all else 0)."""
         self.reset_row[1 : 1 + self.nq] = torch.as_tensor(data0.qpos, dtype=torch.float32)
+        self._reset_row = self.reset_row.to(self.device)
+        self.reset_derived = self.run_forward(self._reset_row[None])[0]
+        """(D,) float32 on the device: ``fields`` after ``mj_resetData`` + ``mj_forward``."""
 
     # ----------------------------------------------------------------- the interface
 
     def step(
+        self, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`run_step` as the custom op ``gpuvec::mujoco_warp_step`` (opaque to compilers)."""
+        if not isinstance(nstep, int) or nstep < 1:
+            raise ValueError(f"nstep must be an int >= 1, got {nstep!r}")
+        self._validate(rows, ctrl=ctrl)
+        return torch.ops.gpuvec.mujoco_warp_step(self.handle, rows, ctrl, nstep)
+
+    def forward(self, rows: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`run_forward` as the custom op ``gpuvec::mujoco_warp_forward``."""
+        self._validate(rows, mask=mask)
+        return torch.ops.gpuvec.mujoco_warp_forward(self.handle, rows, mask)
+
+    def run_step(
         self, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Advances every env by ``nstep`` MuJoCo substeps (then the post-constraint pass).
@@ -213,11 +235,11 @@ class WarpEngine:
         Returns:
             rows: (N, K) float32 new rows, a fresh tensor.
             derived: (N, D) float32 ``fields`` after the step, a fresh tensor.
-            warned: (N,) bool: the env's qpos, qvel or qacc is NaN or beyond 1e10 after the
-                step, or a MuJoCo Warp buffer (contacts, constraint rows) overflowed. The
-                rows are returned as computed, not reset: the env resets those envs
-                (MuJoCo C would have reset them with ``mj_resetData`` mid step; its row is
-                ``reset_row``).
+            warned: (N,) bool: the env's qpos, qvel or qacc became NaN or beyond 1e10 (MuJoCo's
+                bad-state warnings), or a MuJoCo Warp buffer (contacts, constraint rows)
+                overflowed. A bad state is reset: its row is ``reset_row`` (``mj_resetData``)
+                and its derived fields ``reset_derived``, where MuJoCo C resets mid step and
+                runs the remaining substeps from there. An overflowed env is only reported.
         """
         w = self._checked_world(rows, ctrl=ctrl)
         if not isinstance(nstep, int) or nstep < 1:
@@ -227,24 +249,24 @@ class WarpEngine:
         v["ctrl"].copy_(ctrl)
         v["overflow"].zero_()
         self._run(w, nstep)
-        new_rows = self._read_rows(w)
-        qpos_ok = (v["qpos"].abs() <= MAXVAL).all(1)
+        qpos_ok = (v["qpos"].abs() <= MAXVAL).all(1)  # NaN compares False
         qvel_ok = (v["qvel"].abs() <= MAXVAL).all(1)
         qacc_ok = (v["qacc"].abs() <= MAXVAL).all(1)
-        warned = ~(qpos_ok & qvel_ok & qacc_ok) | (v["overflow"] != 0)
-        return new_rows, self._read_derived(w), warned
+        bad = ~(qpos_ok & qvel_ok & qacc_ok)[:, None]
+        new_rows = torch.where(bad, self._reset_row, self._read_rows(w))
+        derived = torch.where(bad, self.reset_derived, self._read_derived(w))
+        return new_rows, derived, bad[:, 0] | (v["overflow"] != 0)
 
-    def forward(self, rows: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def run_forward(self, rows: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Derived fields at ``rows`` as gymnasium's reset leaves them.
 
         Mirrors ``mj_resetData``, ``mj_setState(rows)``, ``mj_forward``: ctrl is 0 and the
         fields only ``mj_rnePostConstraint`` writes (``cacc``, ``cfrc_int``, ``cfrc_ext``)
-        are 0. Computed for every env (``mask`` is checked for shape but not used: the
-        caller selects).
+        are 0. Computed for every env (one batched pass), returned where ``mask``, 0 elsewhere.
 
         Args:
             rows: (N, K) physics rows.
-            mask: (N,) bool or None.
+            mask: (N,) bool, or None for every env.
 
         Returns:
             (N, D) float32 derived fields, a fresh tensor.
@@ -257,7 +279,8 @@ class WarpEngine:
         for name in _RNE_POST_FIELDS:
             if name in self.fields and not self.wp_model.sensor_rne_postconstraint:
                 v[name].zero_()
-        return self._read_derived(w)
+        derived = self._read_derived(w)
+        return derived if mask is None else torch.where(mask[:, None], derived, 0.0)
 
     def fake_step(
         self, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
@@ -315,6 +338,26 @@ class WarpEngine:
         ctrl: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
     ) -> _World:
+        self._validate(rows, ctrl, mask)
+        n = rows.shape[0]
+        if (
+            n not in self._worlds
+            and self.device.type == "cuda"
+            and torch.cuda.is_current_stream_capturing()
+        ):
+            raise RuntimeError(
+                f"WarpEngine.prepare({n}) must run before a CUDA graph capture of a step with "
+                f"{n} envs (it allocates and builds kernels, which a capture cannot hold)"
+            )
+        return self._world(n)
+
+    def _validate(
+        self,
+        rows: torch.Tensor,
+        ctrl: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> None:
+        """Raises ValueError naming the problem with the inputs' shapes or devices."""
         if rows.ndim != 2 or rows.shape[1] != self.row_size:
             raise ValueError(f"rows must have shape (N, {self.row_size}), got {tuple(rows.shape)}")
         n = rows.shape[0]
@@ -327,18 +370,10 @@ class WarpEngine:
                 f"ctrl must have shape ({n}, {self.nu}) on {self.device}, "
                 f"got {tuple(ctrl.shape)} on {ctrl.device}"
             )
-        if mask is not None and tuple(mask.shape) != (n,):
-            raise ValueError(f"mask must have shape ({n},), got {tuple(mask.shape)}")
-        if (
-            n not in self._worlds
-            and self.device.type == "cuda"
-            and torch.cuda.is_current_stream_capturing()
-        ):
-            raise RuntimeError(
-                f"WarpEngine.prepare({n}) must run before a CUDA graph capture of a step with "
-                f"{n} envs (it allocates and builds kernels, which a capture cannot hold)"
+        if mask is not None and (tuple(mask.shape) != (n,) or mask.dtype != torch.bool):
+            raise ValueError(
+                f"mask must be a ({n},) bool tensor, got {tuple(mask.shape)} {mask.dtype}"
             )
-        return self._world(n)
 
     # ----------------------------------------------------------------- Warp side
 
@@ -430,3 +465,42 @@ class WarpEngine:
                 wp.capture_launch(graph, stream=wstream)
             else:
                 self._launch(w, nstep)
+
+
+# -- custom ops: the engine's calls as single opaque nodes for torch.compile -------------
+
+_HANDLES = itertools.count(1)
+_BY_HANDLE: weakref.WeakValueDictionary[int, WarpEngine] = weakref.WeakValueDictionary()
+
+
+def _engine_of(handle: int) -> WarpEngine:
+    eng = _BY_HANDLE.get(handle)
+    if eng is None:
+        raise RuntimeError(f"no MuJoCo Warp engine {handle} in this process")
+    return eng
+
+
+@torch.library.custom_op("gpuvec::mujoco_warp_step", mutates_args=())
+def _mujoco_warp_step(
+    handle: int, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _engine_of(handle).run_step(rows, ctrl, nstep)
+
+
+@_mujoco_warp_step.register_fake
+def _(
+    handle: int, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _engine_of(handle).fake_step(rows, ctrl, nstep)
+
+
+@torch.library.custom_op("gpuvec::mujoco_warp_forward", mutates_args=())
+def _mujoco_warp_forward(
+    handle: int, rows: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    return _engine_of(handle).run_forward(rows, mask)
+
+
+@_mujoco_warp_forward.register_fake
+def _(handle: int, rows: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    return _engine_of(handle).fake_forward(rows, mask)
