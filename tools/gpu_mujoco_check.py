@@ -13,9 +13,11 @@
 2. Throughput: env-steps/s of ``WarpEngine.step`` (one env step = frame_skip substeps) for
    HalfCheetah, Hopper, Ant, Humanoid at N = 1024 ... 65536, as the engine runs by itself
    (its Warp graph replayed on torch's stream; torch copies around it) and captured whole in
-   a torch CUDA graph; MJX (``mujoco.mjx`` on jax) at the same N when jax with CUDA imports.
-   Each figure is the median of ``--repeats`` timed runs of at least ``--min-time`` s.
-   The first engine of a model builds its kernels (``build_s``; cached in ~/.cache/warp).
+   a torch CUDA graph; then whole registered envs (``gymnasium.make_vec(ID,
+   engine="warp")``, random actions) where the MuJoCo family is installed; then MJX
+   (``mujoco.mjx``, jit of vmap) when jax with CUDA and mujoco-mjx import. Each figure is the
+   median of ``--repeats`` timed runs of at least ``--min-time`` s. The first engine of a
+   model builds its kernels (``build_s``; cached in ~/.cache/warp).
 
 Writes mujoco_warp.json and mujoco_warp.md to ``--out`` (default $OUT, else bench_out/).
 """
@@ -205,6 +207,40 @@ def bench_engine(
     return out
 
 
+def bench_env(env_id: str, ns: list[int], device: torch.device, args) -> list[dict]:
+    """env-steps/s of the registered env on the Warp engine (gymnasium.make_vec), if it exists."""
+    out = []
+    try:
+        import gymnasium
+
+        import gpuvec_envs  # noqa: F401  (registers the IDs)
+
+        for n in ns:
+            env = gymnasium.make_vec(env_id, num_envs=n, device=str(device), engine="warp")
+            env.reset(seed=0)
+            low = torch.as_tensor(env.single_action_space.low, device=device)
+            high = torch.as_tensor(env.single_action_space.high, device=device)
+            action = low + (high - low) * torch.rand((n, *low.shape), device=device)
+            t0 = time.perf_counter()
+            env.step(action)
+            _sync(device)
+            first_s = time.perf_counter() - t0
+            sec = _time(
+                lambda env=env, action=action: env.step(action), device, args.min_time, args.repeats
+            )
+            row = dict(env=env_id, engine="warp", mode="make_vec", n=n)
+            row.update(
+                env_steps_per_s=n / sec, ms_per_step=1e3 * sec, first_step_s=round(first_s, 1)
+            )
+            print(json.dumps(row), flush=True)
+            out.append(row)
+            env.close()
+    except Exception as e:  # noqa: BLE001 - the family may not be merged or may differ
+        traceback.print_exc()
+        out.append(dict(env=env_id, engine="warp", mode="make_vec", error=f"{e!r}"[:300]))
+    return out
+
+
 def bench_mjx(xml: str, ns: list[int], args) -> list[dict]:
     """env-steps/s of MJX (jax.vmap of frame_skip mjx.step under jit) at the same N."""
     try:
@@ -322,6 +358,13 @@ def main() -> int:
     )
     p.add_argument("--no-mjx", action="store_true")
     p.add_argument("--n", type=int, nargs="*", default=[1024, 4096, 16384, 65536])
+    p.add_argument(
+        "--env-ids",
+        nargs="*",
+        default=["gpuvec/HalfCheetah-v5", "gpuvec/Ant-v5"],
+        help="registered envs to time on the Warp engine (make_vec(..., engine='warp'))",
+    )
+    p.add_argument("--env-n", type=int, nargs="*", default=[4096, 65536])
     p.add_argument("--mjx-n", type=int, nargs="*", default=[4096, 65536], help="MJX's N")
     p.add_argument("--envs", nargs="*", default=list(BENCH_ENVS), help="XML names to benchmark")
     p.add_argument("--parity-n", type=int, default=64)
@@ -337,6 +380,7 @@ def main() -> int:
     if args.quick:
         xmls, args.parity_n, args.n = ["half_cheetah.xml", "ant.xml"], 4, [64]
         args.envs, args.min_time, args.repeats = ["half_cheetah.xml"], 0.2, 1
+        args.env_ids, args.env_n = ["gpuvec/HalfCheetah-v5"], [64]
     result = {
         "device_name": "cpu (Warp)" if device.type == "cpu" else torch.cuda.get_device_name(device),
         "torch": torch.__version__,
@@ -376,6 +420,9 @@ def main() -> int:
             for det in {"on": (True,), "off": (False,), "both": (True, False)}[args.deterministic]:
                 result["bench"] += bench_engine(xml, args.n, device, args, det)
                 save()
+        for env_id in args.env_ids:
+            result["bench"] += bench_env(env_id, args.env_n, device, args)
+            save()
         for xml in args.envs if device.type == "cuda" and not args.no_mjx else ():
             result["bench"] += bench_mjx(xml, args.mjx_n, args)
             save()
