@@ -158,6 +158,16 @@ def test_default_njmax_holds_humanoidstandup_on_the_floor():
     assert default_njmax(model, 48) >= 1.3 * data.nefc
 
 
+def test_ops_are_tagged_cudagraph_unsafe():
+    """torch.compile's CUDA graphs then run the step between captured partitions."""
+    import gpuvec_envs.envs.mujoco._warp  # noqa: F401  (registers the ops)
+
+    if not hasattr(torch.Tag, "cudagraph_unsafe"):
+        pytest.skip("this torch has no cudagraph_unsafe tag")
+    for op in (torch.ops.gpuvec.mujoco_warp_step, torch.ops.gpuvec.mujoco_warp_forward):
+        assert torch.Tag.cudagraph_unsafe in op.default.tags
+
+
 @pytest.fixture(scope="module")
 def cheetah():
     engine, model = _engine("half_cheetah.xml")

@@ -12,12 +12,13 @@
    PGS, which MuJoCo Warp lacks: they run with Newton on both sides.
 2. Throughput: env-steps/s of ``WarpEngine.step`` (one env step = frame_skip substeps) for
    HalfCheetah, Hopper, Ant, Humanoid at N = 1024 ... 65536, as the engine runs by itself
-   (its Warp graph replayed on torch's stream; torch copies around it) and captured whole in
-   a torch CUDA graph; then whole registered envs (``gymnasium.make_vec(ID,
-   engine="warp")``, random actions) where the MuJoCo family is installed; then MJX
-   (``mujoco.mjx``, jit of vmap) when jax with CUDA and mujoco-mjx import. Each figure is the
-   median of ``--repeats`` timed runs of at least ``--min-time`` s. The first engine of a
-   model builds its kernels (``build_s``; cached in ~/.cache/warp).
+   (its Warp graph replayed on torch's stream; torch copies around it) and, experimental,
+   captured whole in a torch CUDA graph (``external_capture=True``; replays checked against
+   eager steps); then whole registered envs (``gymnasium.make_vec(ID, engine="warp")``,
+   random actions) where the MuJoCo family is installed; then MJX (``mujoco.mjx``, jit of
+   vmap) when jax with CUDA and mujoco-mjx import. Each figure is the median of
+   ``--repeats`` timed runs of at least ``--min-time`` s. The first engine of a model builds
+   its kernels (``build_s``; cached in ~/.cache/warp).
 
 Writes mujoco_warp.json and mujoco_warp.md to ``--out`` (default $OUT, else bench_out/).
 """
@@ -121,6 +122,11 @@ def parity(device: torch.device, n: int, xmls: list[str]) -> dict:
     return out
 
 
+def _max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest |a - b|, inf where either is NaN."""
+    return float(torch.nan_to_num((a - b).abs(), nan=float("inf")).max())
+
+
 def _time(fn, device: torch.device, min_time: float, repeats: int) -> float:
     """Median seconds per call of ``fn`` over ``repeats`` runs of >= min_time seconds."""
     fn()
@@ -142,7 +148,11 @@ def _time(fn, device: torch.device, min_time: float, repeats: int) -> float:
 def bench_engine(
     xml: str, ns: list[int], device: torch.device, args, deterministic: bool = True
 ) -> list[dict]:
-    """env-steps/s of WarpEngine.step, alone and inside one torch CUDA graph."""
+    """env-steps/s of WarpEngine.step, alone and (external_capture) inside a torch CUDA graph.
+
+    The torch-graph rows also say how far three replays are from three eager steps
+    (``replay_vs_eager_max_abs_diff``, including a tensor allocated after the step).
+    """
     from gpuvec_envs.envs.mujoco._warp import WarpEngine
 
     spec = common.BY_XML[xml]
@@ -152,7 +162,7 @@ def bench_engine(
         model, spec.fields, True, device, solver=_solver(xml), deterministic=deterministic
     )
     build_s = time.perf_counter() - t0
-    nstep, out = spec.frame_skip, []
+    nstep, out, engines = spec.frame_skip, [], {}
     gen = torch.Generator().manual_seed(0)
     for n in ns:
         rows0, _ = common.reference_states(engine.mj_model, nstep, (0,))
@@ -177,17 +187,41 @@ def bench_engine(
                     def fn(state=state, ctrl=ctrl):
                         state["rows"] = engine.step(state["rows"], ctrl, nstep)[0]
 
-                else:
+                else:  # experimental: the step inside one torch CUDA graph
+                    ext = engines.get(n)
+                    if ext is None:
+                        ext = engines[n] = WarpEngine(
+                            engine.mj_model,
+                            spec.fields,
+                            True,
+                            device,
+                            deterministic=deterministic,
+                            external_capture=True,
+                        )
+                        ext.prepare(n, nstep)
                     static = state["rows"]
                     side = torch.cuda.Stream(device)
                     side.wait_stream(torch.cuda.current_stream(device))
                     with torch.cuda.stream(side):  # warm-up on the capture stream
-                        engine.step(static, ctrl, nstep)
+                        ext.step(static, ctrl, nstep)
                     torch.cuda.current_stream(device).wait_stream(side)
                     graph = torch.cuda.CUDAGraph()
                     with torch.cuda.graph(graph):
-                        new = engine.step(static, ctrl, nstep)[0]
+                        new, derived, _ = ext.step(static, ctrl, nstep)
+                        scratch = (new * 2.0 + 1.0).sum(1) + derived.sum(1)  # allocates after
                         static.copy_(new)
+                        check = scratch.clone()
+                    # replays vs eager steps of the same rows (bitwise with deterministic on)
+                    eager = static.clone()
+                    worst = 0.0
+                    for _ in range(3):
+                        graph.replay()
+                        e_new, e_derived, _ = engine.step(eager, ctrl, nstep)
+                        e_check = (e_new * 2.0 + 1.0).sum(1) + e_derived.sum(1)
+                        worst = max(worst, _max_abs_diff(static, e_new))
+                        worst = max(worst, _max_abs_diff(check, e_check))
+                        eager = e_new
+                    replay_diff = worst
 
                     def fn(graph=graph):
                         graph.replay()
@@ -197,8 +231,10 @@ def bench_engine(
                 row["deterministic"] = deterministic
                 row.update(env_steps_per_s=n / sec, ms_per_step=1e3 * sec)
                 row.update(build_s=round(build_s, 1), prepare_s=round(prepare_s, 2))
-                finite = bool(torch.isfinite(state["rows"]).all()) if mode == "engine" else None
-                row["finite"] = finite
+                if mode == "engine":
+                    row["finite"] = bool(torch.isfinite(state["rows"]).all())
+                else:
+                    row["replay_vs_eager_max_abs_diff"] = replay_diff
             except Exception as e:  # noqa: BLE001
                 traceback.print_exc()
                 row = dict(env=spec.env, engine="warp", mode=mode, n=n, error=f"{e!r}")
@@ -335,6 +371,11 @@ def markdown(result: dict) -> str:
                     f"| {r['env']} | {r['engine']} | {r['mode']}"
                     f"{'' if r.get('deterministic', True) else ' (nondeterministic)'} | {r['n']} | "
                     f"{r['env_steps_per_s']:.3g} | {r['ms_per_step']:.3g} |"
+                    + (
+                        f" replay vs eager {r['replay_vs_eager_max_abs_diff']:.2g} |"
+                        if "replay_vs_eager_max_abs_diff" in r
+                        else ""
+                    )
                 )
             else:
                 what = r.get("error") or r.get("skipped")

@@ -14,11 +14,19 @@ fields move between torch and Warp through torch views of the Warp arrays (``wp.
 on torch's current CUDA stream: no host round trip and no host sync. On CUDA the Warp part
 of a step (``nstep`` substeps and the post-constraint pass) replays one Warp CUDA graph per
 ``(N, nstep)``: MuJoCo Warp's solver loop is a conditional graph node, which outside a graph
-reads its condition back to the host once per solver iteration. Inside a torch CUDA graph
-capture (``torch.cuda.graph``) the engine registers that capture with Warp
-(``wp.capture_begin(external=True)``) and launches into it, so a whole env step, engine
-included, replays as one torch CUDA graph. ``graph=False`` switches the Warp graph off (eager
-Warp launches; on CUDA a host sync per solver iteration).
+reads its condition back to the host once per solver iteration. ``graph=False`` switches the
+Warp graph off (eager Warp launches; on CUDA a host sync per solver iteration).
+
+A torch CUDA graph around the engine is not safe: building a conditional node, Warp ends the
+stream capture and restarts it into the same graph, which gives the capture a new id, and
+torch's graph memory pool recognises its capture by that id, so tensors allocated after the
+engine call in the same capture would not come from the graph's pool. The engine's custom ops
+are therefore tagged ``cudagraph_unsafe``: ``torch.compile``'s CUDA graphs (graph partition,
+on by default since torch 2.8) capture the torch code before and after the step and run the
+step between the replays, where it replays its own Warp graph (one launch). A step inside a
+capture raises, unless ``external_capture=True`` (experimental: the engine registers the
+capture with Warp, ``wp.capture_begin(external=True)``, and launches into it;
+tools/gpu_mujoco_check.py checks replays against eager steps).
 
 Not a copy of MuJoCo C: MuJoCo Warp computes in float32, so a step agrees with ``mj_step``
 to a tolerance, not bitwise (tests/test_mujoco_warp.py states it per model). Models with
@@ -130,6 +138,8 @@ class WarpEngine:
         deterministic: MuJoCo Warp's deterministic mode (stable contact order, canonical
             constraint rows, order-invariant atomic sums), so that on a GPU an env's result
             does not depend on N or on the other envs; off is faster on CUDA.
+        external_capture: inside a torch CUDA graph capture, launch the Warp kernels into it
+            (experimental, see the module docstring); off, a step there raises.
         nconmax: contacts allocated per world (MuJoCo Warp's default if None).
         njmax: constraint rows allocated per world (if None, the larger of MuJoCo Warp's
             default and :func:`default_njmax`). Overflowing worlds are ``warned``.
@@ -149,6 +159,7 @@ class WarpEngine:
         solver: Literal["newton", "cg"] | None = None,
         graph: bool = True,
         deterministic: bool = True,
+        external_capture: bool = False,
         nconmax: int | None = None,
         njmax: int | None = None,
     ) -> None:
@@ -186,6 +197,7 @@ class WarpEngine:
         with wp.ScopedDevice(self._wp_device):
             self.wp_model = mjw.put_model(model)  # NotImplementedError for unsupported features
         self.deterministic = bool(deterministic)
+        self.external_capture = bool(external_capture)
         if self.deterministic:
             from mujoco_warp._src.types import DeterminismType
 
@@ -447,7 +459,15 @@ class WarpEngine:
         if wstream is None:
             wstream = self._streams[tstream.cuda_stream] = wp.stream_from_torch(tstream)
         if torch.cuda.is_current_stream_capturing():
-            # a torch CUDA graph capture: Warp launches into it (conditional nodes included)
+            if not self.external_capture:
+                raise RuntimeError(
+                    "a MuJoCo Warp step inside a torch CUDA graph capture: MuJoCo Warp's "
+                    "conditional graph nodes end and restart the stream capture, which gives it "
+                    "a new capture id that torch's graph memory pool does not follow. Keep the "
+                    "step outside the capture (torch.compile's graph partition does: the ops "
+                    "are tagged cudagraph_unsafe) or pass external_capture=True to try it"
+                )
+            # register the torch capture with Warp and launch into it (conditional nodes too)
             with (
                 _no_gc(),
                 wp.ScopedDevice(self._wp_device),
@@ -480,7 +500,10 @@ def _engine_of(handle: int) -> WarpEngine:
     return eng
 
 
-@torch.library.custom_op("gpuvec::mujoco_warp_step", mutates_args=())
+_TAGS = (torch.Tag.cudagraph_unsafe,) if hasattr(torch.Tag, "cudagraph_unsafe") else ()
+
+
+@torch.library.custom_op("gpuvec::mujoco_warp_step", mutates_args=(), tags=_TAGS)
 def _mujoco_warp_step(
     handle: int, rows: torch.Tensor, ctrl: torch.Tensor, nstep: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -494,7 +517,7 @@ def _(
     return _engine_of(handle).fake_step(rows, ctrl, nstep)
 
 
-@torch.library.custom_op("gpuvec::mujoco_warp_forward", mutates_args=())
+@torch.library.custom_op("gpuvec::mujoco_warp_forward", mutates_args=(), tags=_TAGS)
 def _mujoco_warp_forward(
     handle: int, rows: torch.Tensor, mask: torch.Tensor | None
 ) -> torch.Tensor:
