@@ -11,11 +11,12 @@ and one :meth:`WarpEngine.step` is gymnasium's ``MujocoEnv.do_simulation``: set 
 
 Every Warp call of the family sits in this module (the seam). Rows, controls and derived
 fields move between torch and Warp through torch views of the Warp arrays (``wp.to_torch``)
-on torch's current CUDA stream: no host round trip and no host sync. On CUDA the Warp part
-of a step (``nstep`` substeps and the post-constraint pass) replays one Warp CUDA graph per
-``(N, nstep)``: MuJoCo Warp's solver loop is a conditional graph node, which outside a graph
-reads its condition back to the host once per solver iteration. ``graph=False`` switches the
-Warp graph off (eager Warp launches; on CUDA a host sync per solver iteration).
+on torch's current CUDA stream: no host round trip and no host sync. The Warp part of a step
+(``nstep`` substeps and the post-constraint pass) replays one Warp graph per ``(N, nstep)``
+(a CUDA graph; on the CPU Warp's recorded replay). On CUDA that matters: MuJoCo Warp's
+solver loop is a conditional graph node, which outside a graph reads its condition back to
+the host once per solver iteration. ``graph=False`` switches the Warp graph off (eager Warp
+launches; on CUDA a host sync per solver iteration).
 
 A torch CUDA graph around the engine is not safe: building a conditional node, Warp ends the
 stream capture and restarts it into the same graph, which gives the capture a new id, and
@@ -29,10 +30,12 @@ capture with Warp, ``wp.capture_begin(external=True)``, and launches into it;
 tools/gpu_mujoco_check.py checks replays against eager steps).
 
 Not a copy of MuJoCo C: MuJoCo Warp computes in float32, so a step agrees with ``mj_step``
-to a tolerance, not bitwise (tests/test_mujoco_warp.py states it per model). Models with
-features MuJoCo Warp lacks raise ``NotImplementedError`` naming them (gymnasium's Humanoid
-and HumanoidStandup use the PGS solver, which MuJoCo Warp does not have; ``solver=`` selects
-another, which changes the physics).
+to a tolerance, not bitwise (tests/mujoco_warp_common.py states it), and its plane-capsule
+contacts of steep capsules take another friction frame than MuJoCo C's (Ant differs there).
+Models with features MuJoCo Warp lacks raise ``NotImplementedError`` naming them
+(gymnasium's Humanoid and HumanoidStandup use the PGS solver, which MuJoCo Warp does not
+have; ``solver=`` selects another, which changes the physics). docs/mujoco_warp_notes.md has
+the measured differences.
 """
 
 from __future__ import annotations
@@ -88,6 +91,25 @@ def default_njmax(model: mujoco.MjModel, nconmax: int) -> int:
     fixed = int(model.jnt_limited.sum()) + int(model.tendon_limited.sum())
     fixed += 6 * model.neq + int((model.dof_frictionloss > 0).sum())
     return fixed + per_contact * min(nconmax, 2 * model.ngeom)
+
+
+def _buffer_sizes(model: mujoco.MjModel, nconmax: int | None, njmax: int | None) -> tuple[int, int]:
+    """Contacts and constraint rows per world.
+
+    As given, else MuJoCo Warp's default heuristics (private functions of
+    ``mujoco_warp._src.io``; 48 and 64, their values for gymnasium's models, where absent),
+    the rows raised to :func:`default_njmax`.
+    """
+    try:
+        from mujoco_warp._src import io as mjw_io
+
+        default_ncon, default_nj = mjw_io._default_nconmax(model), mjw_io._default_njmax(model)
+    except (ImportError, AttributeError):  # a MuJoCo Warp without them
+        default_ncon, default_nj = 48, 64
+    nconmax = default_ncon if nconmax is None else int(nconmax)
+    if njmax is None:
+        njmax = max(default_nj, default_njmax(model, nconmax))
+    return nconmax, int(njmax)
 
 
 def _import_warp() -> tuple[Any, Any]:
@@ -186,12 +208,7 @@ class WarpEngine:
         self.fields = tuple(fields)
         self.rne_post = bool(rne_post)
         self.graph = bool(graph)
-        from mujoco_warp._src import io as mjw_io  # the defaults' heuristics
-
-        self.nconmax = nconmax if nconmax is not None else mjw_io._default_nconmax(model)
-        if njmax is None:
-            njmax = max(mjw_io._default_njmax(model), default_njmax(model, self.nconmax))
-        self.njmax = njmax
+        self.nconmax, self.njmax = _buffer_sizes(model, nconmax, njmax)
         self.nq, self.nv, self.nu, self.na = model.nq, model.nv, model.nu, model.na
         self.row_size = 1 + self.nq + 2 * self.nv + self.na
         with wp.ScopedDevice(self._wp_device):
@@ -199,9 +216,7 @@ class WarpEngine:
         self.deterministic = bool(deterministic)
         self.external_capture = bool(external_capture)
         if self.deterministic:
-            from mujoco_warp._src.types import DeterminismType
-
-            self.wp_model.opt.deterministic = int(DeterminismType.ALL)
+            self.wp_model.opt.deterministic = int(mjw.DeterminismType.ALL)
         self._worlds: dict[int, _World] = {}
         self._streams: dict[int, Any] = {}
         self.handle = next(_HANDLES)
