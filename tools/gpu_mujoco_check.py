@@ -39,7 +39,10 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-import mujoco_warp_common as common  # noqa: E402  (tests/: the MuJoCo C reference)
+try:
+    import mujoco_warp_common as common  # noqa: E402  (tests/: the MuJoCo C reference)
+except ImportError as _e:  # no mujoco (or gymnasium) here: main() says so
+    common, _COMMON_ERROR = None, _e
 
 BENCH_ENVS = ("half_cheetah.xml", "hopper.xml", "ant.xml", "humanoid.xml")
 PGS_MODELS = ("humanoid.xml", "humanoidstandup.xml")
@@ -413,6 +416,9 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default=os.environ.get("OUT") or "bench_out")
     args = p.parse_args()
+    if common is None:
+        print(f"gpu_mujoco_check: MuJoCo Warp is not importable ({_COMMON_ERROR!r})")
+        return 2
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("gpu_mujoco_check: no CUDA device (use --device cpu --quick for the CPU smoke)")
