@@ -12,18 +12,21 @@
 # beside the tests) and failures.txt. Copy gpu.json to docs/results/gpu.json; `python -m
 # gpuvec_envs.bench.report render docs/results/cpu.json` then adds its GPU section to
 # BENCHMARKS.md. Last, ppo.json and ppo.log (tools/gpu_ppo.py: PPO on CartPole to a mean
-# return of 475, --overlap off and on, and gymnasium's SyncVectorEnv). Last, the MuJoCo Warp
+# return of 475, --overlap off and on, and gymnasium's SyncVectorEnv). Then the MuJoCo Warp
 # engine (tools/gpu_mujoco_check.py): mujoco_warp_parity.{json,md} (one env step of each of
 # gymnasium's eleven v5 models at N=64 against MuJoCo C; run beside the tests, as it mostly
-# builds Warp kernels on the CPUs) and mujoco_warp_bench.{json,md} (env-steps/s of HalfCheetah,
-# Hopper, Ant, Humanoid at N=1024..65536, with and without a torch CUDA graph, MJX beside it),
-# mujoco_*.log. It runs in under 8 minutes on an H200 (16 CPUs): the tests take up to 4, the
-# benchmark up to 3.5 (timeouts TESTS_S and BENCH_S), the PPO timing what is left of 470 s, at
-# most 90 s; then the MuJoCo benchmark, up to MUJOCO_S (150 s; 0 skips both MuJoCo steps).
+# builds Warp kernels on the CPUs; the benchmark waits for it) and mujoco_warp_bench.{json,md}
+# (env-steps/s of HalfCheetah, Hopper, Ant, Humanoid at N=1024..65536, alone and in a torch
+# CUDA graph, registered envs, MJX beside them), mujoco_*.log. Without the MuJoCo steps it
+# runs in under 8 minutes on an H200 (16 CPUs): the tests take up to 4, the benchmark up to
+# 3.5 (timeouts TESTS_S and BENCH_S), the PPO timing what is left of 470 s, at most 90 s;
+# the MuJoCo parity can hold the benchmark back until 230 s and its benchmark adds up to
+# MUJOCO_S (150 s; MUJOCO_S=0 skips both MuJoCo steps).
 #
 # Needs torch (CUDA), pytest and pytest-xdist, gymnasium; for the peers jax (CUDA), gymnax
 # and navix; for the MuJoCo steps mujoco, mujoco-warp and warp-lang (mujoco-mjx for MJX),
-# which the lent image lacks (they are skipped, logged, when they do not import). A machine without network whose image lacks some (the lent H200's has torch
+# which the lent image lacks (skipped and logged when they do not import; warp-lang's wheel
+# is 142 MiB). A machine without network whose image lacks some (the lent H200's has torch
 # 2.11, jax, pytest, pytest-xdist, flax, chex, but no gymnasium, gymnax or navix): run
 #
 #   tools/gpu_check.sh wheels        # here, with network: pure-Python wheels into .whl/
@@ -91,6 +94,12 @@ wait "$prewarm"
 echo "[gpu_check] prewarm exit $? after $(( $(date +%s) - start )) s"
 grep -v ": ok$" "$OUT_DIR/prewarm.log" | tail -n 5
 
+if [ "$MUJOCO_S" -gt 0 ]; then  # the GPU to the benchmark alone
+    wait "$mujoco_parity"
+    echo "[gpu_check] mujoco parity exit $? after $(( $(date +%s) - start )) s"
+    grep -E "^\| |MuJoCo Warp is not" "$OUT_DIR/mujoco_parity.log" | tail -n 13
+fi
+
 # 2. the GPU benchmark: gpuvec, gymnax and navix side by side
 timeout "${BENCH_S:-200}" python3 -m gpuvec_envs.bench --suite gpu --min-time 0.6 --repeats 3 \
     --json "$OUT_DIR/gpu.json" >"$OUT_DIR/bench.log" 2>&1
@@ -112,11 +121,8 @@ if [ "$ppo_s" -ge 30 ]; then
 else
     echo "[gpu_check] ppo skipped: ${ppo_s} s left of 470" | tee "$OUT_DIR/ppo.log"
 fi
-# 4. MuJoCo Warp: parity (run above, beside the tests) and env-steps/s, alone on the GPU
+# 4. MuJoCo Warp env-steps/s (its parity ran above, beside the tests), alone on the GPU
 if [ "$MUJOCO_S" -gt 0 ]; then
-    wait "$mujoco_parity"
-    echo "[gpu_check] mujoco parity exit $? after $(( $(date +%s) - start )) s"
-    grep -E "^\| |MuJoCo Warp is not" "$OUT_DIR/mujoco_parity.log" | tail -n 13
     timeout "$MUJOCO_S" python3 tools/gpu_mujoco_check.py --bench-only --out "$OUT_DIR" \
         >"$OUT_DIR/mujoco_bench.log" 2>&1
     echo "[gpu_check] mujoco bench exit $? after $(( $(date +%s) - start )) s"
