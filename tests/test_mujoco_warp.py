@@ -34,33 +34,37 @@ STEPS = (0, 7, 25, 60)
 # Tolerances (common.ATOL, common.FIELD_ATOL): |Warp - C| <= atol * max(1, max|C|) per
 # quantity after one env step in float32; docs/mujoco_warp_notes.md has the measured maxima.
 
-_ENGINES: dict[tuple[str, str | None], tuple[WarpEngine, mujoco.MjModel]] = {}
+_ENGINES: dict[tuple[str, str | None, str], tuple[WarpEngine, mujoco.MjModel]] = {}
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def _engine(xml: str, solver: str | None = None) -> tuple[WarpEngine, mujoco.MjModel]:
+def _engine(
+    xml: str, solver: str | None = None, device: str = "cpu"
+) -> tuple[WarpEngine, mujoco.MjModel]:
     """One engine per model for the whole module (kernel loads dominate)."""
-    key = (xml, solver)
+    key = (xml, solver, device)
     if key not in _ENGINES:
         model = common.load_model(xml)
         spec = common.BY_XML[xml]
-        engine = WarpEngine(model, spec.fields, True, "cpu", solver=solver)
+        engine = WarpEngine(model, spec.fields, True, device, solver=solver)
         _ENGINES[key] = (engine, engine.mj_model)
     return _ENGINES[key]
 
 
-def _parity(xml: str, solver: str | None = None) -> dict[str, float]:
+def _parity(xml: str, solver: str | None = None, device: str = "cpu") -> dict[str, float]:
     spec = common.BY_XML[xml]
-    engine, model = _engine(xml, solver)
+    engine, model = _engine(xml, solver, device)
     rows, ctrl = common.reference_states(model, spec.frame_skip, STEPS)
     ref_rows, ref_derived, ref_warned = common.c_step(
         model, rows, ctrl, spec.frame_skip, spec.fields
     )
     assert not ref_warned.any()
     out_rows, derived, warned = engine.step(
-        torch.tensor(rows, dtype=torch.float32),
-        torch.tensor(ctrl, dtype=torch.float32),
+        torch.tensor(rows, dtype=torch.float32, device=device),
+        torch.tensor(ctrl, dtype=torch.float32, device=device),
         spec.frame_skip,
     )
+    out_rows, derived, warned = out_rows.cpu(), derived.cpu(), warned.cpu()
     assert out_rows.dtype == derived.dtype == torch.float32 and warned.dtype == torch.bool
     assert out_rows.shape == rows.shape and derived.shape == ref_derived.shape
     assert not warned.any()
@@ -318,3 +322,65 @@ def test_custom_ops_compose_with_torch_compile(cheetah):
         torch.testing.assert_close(a, b, atol=0, rtol=0)
     torch.library.opcheck(torch.ops.gpuvec.mujoco_warp_step, (probe.handle, rows, ctrl, 5))
     torch.library.opcheck(torch.ops.gpuvec.mujoco_warp_forward, (probe.handle, rows, mask))
+
+
+# -- on a CUDA device (tools/gpu_check.sh runs them) ------------------------------------
+
+
+@pytest.mark.cuda
+@cuda
+@pytest.mark.parametrize("xml", ["half_cheetah.xml", "hopper.xml", "humanoid.xml"])
+def test_cuda_step_matches_mujoco_c(xml):
+    _parity(xml, "newton" if xml == "humanoid.xml" else None, "cuda")
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_result_does_not_depend_on_n():
+    """Deterministic mode: env i's step is the same alone and among 64 envs (bitwise)."""
+    engine, model = _engine("hopper.xml", None, "cuda")
+    rows, ctrl = common.reference_states(model, 4, tuple(range(0, 128, 2)))
+    rows = torch.tensor(rows, dtype=torch.float32, device="cuda")
+    ctrl = torch.tensor(ctrl, dtype=torch.float32, device="cuda")
+    full = engine.step(rows, ctrl, 4)
+    for i in (0, 17, 63):
+        one = engine.step(rows[i : i + 1], ctrl[i : i + 1], 4)
+        for a, b in zip(one, full, strict=True):
+            torch.testing.assert_close(a[0], b[i], atol=0, rtol=0)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_step_inside_a_torch_graph_capture_raises():
+    engine, model = _engine("hopper.xml", None, "cuda")
+    rows = engine.reset_row.cuda().repeat(8, 1)
+    ctrl = torch.zeros(8, engine.nu, device="cuda")
+    engine.prepare(8, 4)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="inside a torch CUDA graph capture"):
+        with torch.cuda.graph(graph):
+            engine.run_step(rows, ctrl, 4)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_compiled_with_cuda_graphs_equals_eager():
+    """torch.compile's CUDA graphs partition around the engine's ops (cudagraph_unsafe)."""
+    engine, model = _engine("hopper.xml", None, "cuda")
+    rows, ctrl = common.reference_states(model, 4, (0, 7, 25, 60))
+    rows = torch.tensor(rows, dtype=torch.float32, device="cuda")
+    ctrl = torch.tensor(ctrl, dtype=torch.float32, device="cuda")
+
+    def env_step(rows, ctrl):
+        new, _, warned = engine.step(rows, ctrl.clamp(-1, 1), 4)
+        reward = (new[:, 1] - rows[:, 1]) / 0.008 - 1e-3 * (ctrl * ctrl).sum(1)
+        return new, reward, warned
+
+    compiled = torch.compile(env_step, mode="reduce-overhead", fullgraph=True)
+    a, b = rows, rows.clone()
+    for _ in range(4):  # warm-up calls, then recorded and replayed graphs
+        a, ra, wa = env_step(a, ctrl)
+        b, rb, wb = compiled(b, ctrl)
+        b, rb, wb = b.clone(), rb.clone(), wb.clone()
+        torch.testing.assert_close(b, a, atol=0, rtol=0)
+        torch.testing.assert_close(rb, ra, atol=1e-6, rtol=1e-6)

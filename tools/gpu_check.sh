@@ -78,12 +78,12 @@ if [ "$MUJOCO_S" -gt 0 ]; then
     mujoco_parity=$!
 fi
 
-# 1. every CUDA test (files that hold them; they import no optional dependency); each
+# 1. every CUDA test (files that hold them; test_mujoco_warp.py skips without mujoco_warp); each
 # failure's report goes to failures.txt at once, in case the run is stopped
 export GPUVEC_TEST_FAILURES="$OUT_DIR/failures.txt"
 timeout "${TESTS_S:-240}" python3 -m pytest -v -m cuda -n 10 -p no:cacheprovider -rfEs \
     tests/test_cuda.py tests/test_engine.py tests/test_rollout.py tests/test_checkpoint.py \
-    tests/test_cleanrl_wrappers.py >"$OUT_DIR/cuda_tests.log" 2>&1
+    tests/test_cleanrl_wrappers.py tests/test_mujoco_warp.py >"$OUT_DIR/cuda_tests.log" 2>&1
 tests=$?
 grep -E "FAILED|ERROR|passed|failed" "$OUT_DIR/cuda_tests.log" | tail -n 40
 echo "[gpu_check] tests exit $tests after $(( $(date +%s) - start )) s"
