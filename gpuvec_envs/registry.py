@@ -67,8 +67,10 @@ def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
 
 
 #: MuJoCo steps call the physics engine as torch custom ops, which the lean_wrapper pass
-#: cannot rewrite (it would report that it did not apply).
-_MUJOCO: dict[str, Any] = {"lean_wrapper": False}
+#: cannot rewrite (it would report that it did not apply). On CUDA the engine is MuJoCo
+#: Warp, whose step cannot sit inside a torch CUDA graph capture (its conditional graph
+#: nodes restart the capture; see envs/mujoco/_warp.py): no CUDA graph around the step.
+_MUJOCO: dict[str, Any] = {"lean_wrapper": False, "cuda_graph": False}
 
 _DYN = "dynamic_obstacles:DynamicObstacles"
 #: minigrid 3.2.0's IDs: the reference's ``max_steps`` is both the reward's horizon and

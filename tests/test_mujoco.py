@@ -206,6 +206,7 @@ def test_reset_streams_independent_of_n() -> None:
         ({"frame_skip": 0}, ValueError, "frame_skip"),
         ({"xml_file": "/nonexistent/ant.xml"}, OSError, "does not exist"),
         ({"engine": "gpu"}, ValueError, "engine"),
+        ({"solver": "sor"}, ValueError, "solver"),
     ],
 )
 def test_kwargs_errors(kwargs: dict, error: type, match: str) -> None:
@@ -251,6 +252,50 @@ def test_kwargs_match_gymnasium() -> None:
         assert reward[0].item() == r_rew and bool(term[0]) == r_term
         if r_term:
             break
+
+
+def test_solver_newton_matches_gymnasium_with_newton() -> None:
+    """``solver="newton"`` (what Humanoid needs on MuJoCo Warp) is MuJoCo's Newton solver:
+    20 steps of Humanoid bitwise gymnasium's env with ``model.opt.solver`` set to Newton,
+    and not the default env's (PGS)."""
+    ref = gym.make("Humanoid-v5").unwrapped
+    ref.model.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    ref.reset(seed=4)
+    kw = {"num_envs": 1, "dtype": torch.float64, "backend": "eager"}
+    envs = [gym.make_vec("gpuvec/Humanoid-v5", solver=s, **kw) for s in ("newton", "model")]
+    physics = torch.from_numpy(ref_row(ref))[None]
+    for env in envs:
+        env.reset(seed=0)
+        inner = env.unwrapped
+        inner.set_env_state(inner.state.env._replace(physics=physics))
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        a = rng.uniform(-0.4, 0.4, (1, 17))
+        newton = envs[0].step(a)
+        pgs = envs[1].step(a)
+        r_obs, r_rew, r_term, _, _ = ref.step(a[0])
+        np.testing.assert_array_equal(newton[0][0].numpy(), r_obs)
+        assert newton[1][0].item() == r_rew and bool(newton[2][0]) == r_term
+        if r_term:
+            break
+    assert not torch.equal(newton[0], pgs[0])
+
+
+def test_no_cuda_graph_around_the_step() -> None:
+    """The MuJoCo IDs switch the compiler's CUDA graph off (MuJoCo Warp's step cannot be
+    captured in a torch CUDA graph) and a rollout collector follows the env."""
+    from gpuvec_envs.rollout import RolloutCollector
+
+    env = gym.make_vec("gpuvec/Hopper-v5", num_envs=2, backend="eager")
+    inner = env.unwrapped
+    assert not inner.compiler_options.cuda_graph
+    assert gym.make_vec("gpuvec/CartPole-v1", num_envs=1).unwrapped.compiler_options.cuda_graph
+    inner.device = torch.device("cuda")  # what the collector reads; nothing runs there
+    try:
+        collector = RolloutCollector(inner, lambda obs: obs[:, :3], 4, backend="compile")
+    finally:
+        inner.device = torch.device("cpu")
+    assert not collector.use_cuda_graph
 
 
 def test_float32_default_and_spaces() -> None:

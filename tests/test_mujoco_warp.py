@@ -21,18 +21,19 @@ import torch
 
 if importlib.util.find_spec("mujoco_warp") is None:  # not imported: the fast tests need no Warp
     pytest.skip("mujoco_warp is not installed", allow_module_level=True)
-pytest.importorskip("gymnasium")
-
+gym = pytest.importorskip("gymnasium")
 import mujoco  # noqa: E402
 import mujoco_warp_common as common  # noqa: E402
 
+import gpuvec_envs  # noqa: E402,F401  (registers the IDs)
+from gpuvec_envs.envs.mujoco import bridge  # noqa: E402
 from gpuvec_envs.envs.mujoco._warp import WarpEngine  # noqa: E402
 
 STEPS = (0, 7, 25, 60)
 """Reference states: env steps of random control before the compared step (one per env)."""
 
 # Tolerances (common.ATOL, common.FIELD_ATOL): |Warp - C| <= atol * max(1, max|C|) per
-# quantity after one env step in float32; docs/mujoco_warp_notes.md has the measured maxima.
+# quantity after one env step in float32; docs/mujoco.md has the measured maxima.
 
 _ENGINES: dict[tuple[str, str | None, str], tuple[WarpEngine, mujoco.MjModel]] = {}
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -384,3 +385,76 @@ def test_cuda_compiled_with_cuda_graphs_equals_eager():
         b, rb, wb = b.clone(), rb.clone(), wb.clone()
         torch.testing.assert_close(b, a, atol=0, rtol=0)
         torch.testing.assert_close(rb, ra, atol=1e-6, rtol=1e-6)
+
+
+# -- the registered envs on the Warp engine (engine="warp"; on CUDA it is the default) --------
+
+
+def _pair(name: str, n: int, **kwargs) -> tuple:
+    """The same registered env on MuJoCo Warp (CPU device) and on the C engine."""
+    kw = {"num_envs": n, "dtype": torch.float64, "backend": "eager", **kwargs}
+    warp = gym.make_vec(f"gpuvec/{name}-v5", engine="warp", **kw)
+    c = gym.make_vec(f"gpuvec/{name}-v5", engine="c", **kw)
+    return warp, c
+
+
+def _step_within_tolerance(warp, c, action: np.ndarray) -> None:
+    """From the C env's state, one step of each: rows and fields within the Warp tolerances."""
+    inner_w, inner_c = warp.unwrapped, c.unwrapped
+    inner_w.set_env_state(inner_c.state.env)
+    warp.step(action)
+    c.step(action)
+    sw, sc = inner_w.state.env, inner_c.state.env
+    assert sw.physics.dtype == sw.derived.dtype == torch.float64  # the rows stay float64
+    env_def, params = inner_c.env_def, inner_c.params
+    model = bridge.load_model(bridge.asset_path(params.xml_file), params.solver)
+    fields = env_def.fields(params)
+    ref_rows, ref_derived = sc.physics.numpy(), sc.derived.numpy()
+    diffs = common.max_diffs(model, fields, sw.physics, sw.derived, ref_rows, ref_derived)
+    assert not common.tolerance_failures(model, fields, diffs, ref_rows, ref_derived), diffs
+    assert not sw.warned.any()
+
+
+@pytest.mark.heavy
+def test_registered_env_on_warp_matches_the_c_engine():
+    """gpuvec/HalfCheetah-v5 with engine='warp': the same reset, steps within tolerance,
+    float32 default observations, autoreset at the time limit."""
+    warp, c = _pair("HalfCheetah", 3)
+    ow, _ = warp.reset(seed=7)
+    oc, _ = c.reset(seed=7)
+    torch.testing.assert_close(ow, oc, rtol=0, atol=0)  # reset noise is torch, not physics
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        _step_within_tolerance(warp, c, rng.uniform(-1, 1, (3, 6)))
+    env = gym.make_vec("gpuvec/HalfCheetah-v5", num_envs=2, engine="warp", backend="eager")
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == torch.float32
+    for t in range(1000):
+        obs, reward, term, trunc, info = env.step(rng.uniform(-1, 1, (2, 6)))
+        assert torch.isfinite(obs).all() and not info["mujoco_warning"].any()
+        assert reward.dtype == torch.float32 and not term.any()
+        assert trunc.tolist() == [t == 999] * 2
+
+
+@pytest.mark.heavy
+def test_registered_humanoid_on_warp_with_newton():
+    """Humanoid on Warp needs solver='newton'; it then matches the C engine with Newton."""
+    warp, c = _pair("Humanoid", 2, solver="newton")
+    ow, _ = warp.reset(seed=3)
+    oc, _ = c.reset(seed=3)
+    torch.testing.assert_close(ow, oc, rtol=0, atol=5e-4 * float(oc.abs().max()))
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        _step_within_tolerance(warp, c, rng.uniform(-0.4, 0.4, (2, 17)))
+
+
+@pytest.mark.parametrize("name", ["Humanoid", "HumanoidStandup"])
+def test_registered_pgs_env_on_warp_names_the_solver(name):
+    """Without solver=, Humanoid on Warp is a clear error (before Warp is imported)."""
+    env = gym.make_vec(f"gpuvec/{name}-v5", num_envs=1, engine="warp", backend="eager")
+    with pytest.raises(NotImplementedError, match="solver='newton'"):
+        env.reset(seed=0)
+    with pytest.raises(ValueError, match="no PGS"):
+        gym.make_vec(
+            f"gpuvec/{name}-v5", num_envs=1, engine="warp", solver="pgs", backend="eager"
+        ).reset(seed=0)

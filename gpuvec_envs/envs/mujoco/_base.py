@@ -4,9 +4,11 @@ Mirrors ``gymnasium/envs/mujoco/mujoco_env.py`` (gymnasium 1.4, ``MujocoEnv``): 
 from gymnasium's assets (or the user's ``xml_file``), ``frame_skip`` physics steps per env
 step with ``mj_rnePostConstraint`` after them, ``dt = timestep * frame_skip``, the action
 space from ``actuator_ctrlrange`` (float32 bounds), and a reset that is ``mj_resetData``,
-the task's ``qpos``/``qvel`` and ``mj_forward``. The physics is float64 (MuJoCo's C
-engine on the CPU: bitwise gymnasium's); observations and rewards are cast to the
-simulation dtype (float32 by default, float64 gives gymnasium's numbers).
+the task's ``qpos``/``qvel`` and ``mj_forward``. The state rows are float64: MuJoCo's C
+engine on the CPU computes in float64 (bitwise gymnasium's), MuJoCo Warp (CUDA, or
+``engine="warp"``) in float32, its results widened to the rows' float64. Observations and
+rewards are cast to the simulation dtype (float32 by default, float64 gives gymnasium's
+numbers on the C engine).
 
 Reset noise comes from the shell's counter-based :class:`~gpuvec_envs.core.rng.Rng`, with
 gymnasium's distributions and scales (uniform draws carry 24 random bits; normal draws are
@@ -81,6 +83,7 @@ class MujocoParams:
     xml_file: str = ""  # gymnasium asset name or a path starting with ".", "/" or "~"
     frame_skip: int = 1  # MuJoCo steps per env step
     engine: str = "auto"  # "auto" (C on the CPU, MuJoCo Warp on CUDA), "c" or "warp"
+    solver: str = "model"  # the XML's constraint solver, or "newton", "cg", "pgs"
     width: int = 480  # [px] rendered frames
     height: int = 480  # [px]
 
@@ -94,6 +97,8 @@ class MujocoParams:
                 raise ValueError(f"{name} must be a positive int, got {getattr(self, name)}")
         if self.engine not in ("auto", "c", "warp"):
             raise ValueError(f"engine must be 'auto', 'c' or 'warp', got {self.engine!r}")
+        if self.solver not in bridge.SOLVERS:
+            raise ValueError(f"solver must be one of {bridge.SOLVERS}, got {self.solver!r}")
         scale = getattr(self, "reset_noise_scale", 0.0)
         if scale < 0:
             raise ValueError(f"reset_noise_scale must be >= 0, got {scale}")
@@ -323,7 +328,7 @@ class MujocoEnv(EnvDef[MujocoState, MujocoParams]):
         """The engine stepping this task on ``device``."""
         path = bridge.asset_path(params.xml_file)
         fields, rne = self.fields(params), self.rne_post(params)
-        return bridge.engine(path, fields, rne, device, params.engine)
+        return bridge.engine(path, fields, rne, device, params.engine, params.solver)
 
     def dt(self, params: Any) -> float:
         """[s] time of one env step, ``timestep * frame_skip`` (gymnasium's ``dt``)."""
@@ -367,7 +372,7 @@ class MujocoEnv(EnvDef[MujocoState, MujocoParams]):
         derived = state.derived
         if self.fields(params) and host_any(state.stale) is not False:
             fresh = self.engine(params, state.physics.device).forward(state.physics, state.stale)
-            derived = torch.where(state.stale[:, None], fresh, derived)
+            derived = torch.where(state.stale[:, None], fresh.to(derived.dtype), derived)
         return Sim(self.model(params), self.fields(params), state.physics, derived)
 
     def step(
@@ -382,6 +387,8 @@ class MujocoEnv(EnvDef[MujocoState, MujocoParams]):
         ctrl = action.to(torch.float64)
         eng = self.engine(params, state.physics.device)
         physics, derived, warned = eng.step(state.physics, ctrl, params.frame_skip)
+        # the state keeps its float64 rows on every engine (MuJoCo Warp returns float32)
+        physics, derived = physics.to(state.physics.dtype), derived.to(state.derived.dtype)
         after = Sim(model, fields, physics, derived)
         reward, terminated, terms = self.transition(params, before, after, ctrl)
         stored = state.terms

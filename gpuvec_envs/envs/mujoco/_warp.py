@@ -34,8 +34,8 @@ to a tolerance, not bitwise (tests/mujoco_warp_common.py states it), and its pla
 contacts of steep capsules take another friction frame than MuJoCo C's (Ant differs there).
 Models with features MuJoCo Warp lacks raise ``NotImplementedError`` naming them
 (gymnasium's Humanoid and HumanoidStandup use the PGS solver, which MuJoCo Warp does not
-have; ``solver=`` selects another, which changes the physics). docs/mujoco_warp_notes.md has
-the measured differences.
+have; ``solver=`` selects another, which changes the physics). docs/mujoco.md has the
+measured differences.
 """
 
 from __future__ import annotations
@@ -165,6 +165,9 @@ class WarpEngine:
         nconmax: contacts allocated per world (MuJoCo Warp's default if None).
         njmax: constraint rows allocated per world (if None, the larger of MuJoCo Warp's
             default and :func:`default_njmax`). Overflowing worlds are ``warned``.
+        handle: this engine's key in the custom ops' registry; give one that is the same in
+            every process where a compiled step may be built (the MuJoCo family hashes its
+            engine key); default: a fresh number of this process.
 
     Raises:
         NotImplementedError: the model uses a feature MuJoCo Warp does not support.
@@ -184,6 +187,7 @@ class WarpEngine:
         external_capture: bool = False,
         nconmax: int | None = None,
         njmax: int | None = None,
+        handle: int | None = None,
     ) -> None:
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
@@ -219,7 +223,7 @@ class WarpEngine:
             self.wp_model.opt.deterministic = int(mjw.DeterminismType.ALL)
         self._worlds: dict[int, _World] = {}
         self._streams: dict[int, Any] = {}
-        self.handle = next(_HANDLES)
+        self.handle = next(_HANDLES) if handle is None else int(handle)
         """This engine's key in the custom ops' registry (valid in this process)."""
         _BY_HANDLE[self.handle] = self
         probe = self._world(1)

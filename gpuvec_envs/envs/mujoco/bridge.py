@@ -11,8 +11,9 @@ flattened into an (N, D) float64 tensor in the order asked:
   ctypes), one scratch ``mjData`` per thread. Each call runs ``mj_step`` ``nstep`` times
   and then ``mj_rnePostConstraint`` if asked, exactly as gymnasium's ``MujocoEnv`` does,
   so results are bitwise gymnasium's;
-* on a CUDA device (or with ``engine="warp"``), ``gpuvec_envs.envs.mujoco._warp``'s
-  ``WarpEngine`` (MuJoCo Warp), imported only then.
+* on a CUDA device (or with ``engine="warp"``, also on the CPU, for tests),
+  ``gpuvec_envs.envs.mujoco._warp``'s ``WarpEngine`` (MuJoCo Warp, float32), imported
+  only then.
 
 Engine calls are torch custom ops (``gpuvec::mujoco_step``, ``gpuvec::mujoco_forward``)
 with fake implementations, so compiled env steps call them as opaque kernels; the engine
@@ -141,11 +142,29 @@ def asset_path(xml_file: str) -> str:
     return os.path.abspath(full)
 
 
+#: Constraint solvers an env can ask for: ``"model"`` keeps the XML's (gymnasium's physics).
+SOLVERS: tuple[str, ...] = ("model", "newton", "cg", "pgs")
+
+
 @functools.lru_cache(maxsize=64)
-def load_model(path: str) -> Any:
-    """The ``mujoco.MjModel`` of an XML file (cached; one per path)."""
+def load_model(path: str, solver: str = "model") -> Any:
+    """The ``mujoco.MjModel`` of an XML file (cached; one per path and solver).
+
+    Args:
+        path: Full path of the XML file.
+        solver: One of :data:`SOLVERS`; other than ``"model"`` it replaces the model's
+            ``opt.solver`` (other physics than gymnasium's where it differs).
+
+    Raises:
+        ValueError: an unknown solver.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     mujoco = mujoco_module()
-    return mujoco.MjModel.from_xml_path(path)
+    model = mujoco.MjModel.from_xml_path(path)
+    if solver != "model":
+        model.opt.solver = getattr(mujoco.mjtSolver, f"mjSOL_{solver.upper()}")
+    return model
 
 
 @functools.lru_cache(maxsize=64)
@@ -229,6 +248,7 @@ def engine(
     rne_post: bool,
     device: torch.device | str,
     kind: str = "auto",
+    solver: str = "model",
 ) -> Engine:
     """The (cached) engine of the model at ``model_key`` (a full XML path) on ``device``.
 
@@ -239,9 +259,13 @@ def engine(
         rne_post: Call ``mj_rnePostConstraint`` after stepping (cfrc_ext, cacc, cfrc_int).
         device: The device of the state tensors.
         kind: ``"auto"`` (C on the CPU, Warp on CUDA), ``"c"`` or ``"warp"``.
+        solver: The constraint solver (:data:`SOLVERS`); ``"model"`` keeps the XML's.
+            MuJoCo Warp has no PGS, which Humanoid's and HumanoidStandup's XMLs use: on
+            Warp they need ``"newton"`` (or ``"cg"``).
 
     Raises:
-        ValueError: an unknown field or kind, or the C engine on a non-CPU device.
+        ValueError: an unknown field, kind or solver, or the C engine on a non-CPU device.
+        NotImplementedError: Warp and a model feature it lacks (PGS: names ``solver``).
         ImportError: mujoco (or, for Warp, mujoco_warp) is not installed.
     """
     device = torch.device(device)
@@ -252,7 +276,9 @@ def engine(
         kind = "c" if device.type == "cpu" else "warp"
     if kind not in ("c", "warp"):
         raise ValueError(f"engine must be 'auto', 'c' or 'warp', got {kind!r}")
-    key = (model_key, tuple(fields), bool(rne_post), str(device), kind)
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    key = (model_key, tuple(fields), bool(rne_post), str(device), kind, solver)
     eng = _ENGINES.get(key)
     if eng is not None:
         return eng
@@ -262,13 +288,41 @@ def engine(
             if kind == "c":
                 if device.type != "cpu":
                     raise ValueError(f"the C MuJoCo engine runs on the CPU, not {device}")
-                eng = CEngine(model_key, tuple(fields), bool(rne_post))
+                eng = CEngine(model_key, tuple(fields), bool(rne_post), solver)
             else:
-                from gpuvec_envs.envs.mujoco import _warp  # lazy: Warp is optional
-
-                eng = _warp.WarpEngine(load_model(model_key), tuple(fields), rne_post, device)
+                eng = _warp_engine(model_key, tuple(fields), bool(rne_post), device, solver)
             _ENGINES[key] = eng
     return eng
+
+
+def _stable_handle(*key: Any) -> int:
+    """An engine's key in its custom ops' registry, the same in every process.
+
+    A step compiled in a child process (the shell's background compile) embeds it.
+    """
+    return int.from_bytes(hashlib.sha256(repr(key).encode()).digest()[:7], "little")
+
+
+def _warp_engine(
+    model_key: str, fields: tuple[str, ...], rne_post: bool, device: torch.device, solver: str
+) -> Engine:
+    """A MuJoCo Warp engine (``_warp.WarpEngine``; imports Warp, which is optional)."""
+    if solver == "pgs":
+        raise ValueError("MuJoCo Warp has no PGS solver: pass solver='newton' or 'cg'")
+    try:
+        from gpuvec_envs.envs.mujoco import _warp  # lazy: Warp is optional
+    except ImportError as exc:
+        raise ImportError(
+            f"the MuJoCo Warp engine (CUDA, or engine='warp') needs mujoco-warp: {INSTALL_HINT}"
+        ) from exc
+    return _warp.WarpEngine(
+        load_model(model_key),
+        fields,
+        rne_post,
+        device,
+        solver=None if solver == "model" else solver,  # type: ignore[arg-type]
+        handle=_stable_handle(model_key, fields, rne_post, str(device), "warp", solver),
+    )
 
 
 # -- the C engine ----------------------------------------------------------------------
@@ -356,9 +410,11 @@ class CEngine:
     #: Simulations per thread below which a call runs on fewer threads.
     MIN_PER_THREAD = 4
 
-    def __init__(self, model_key: str, fields: tuple[str, ...], rne_post: bool) -> None:
+    def __init__(
+        self, model_key: str, fields: tuple[str, ...], rne_post: bool, solver: str = "model"
+    ) -> None:
         self.info = model_info(model_key)
-        self.model = load_model(model_key)  # kept alive: the C side holds its pointer
+        self.model = load_model(model_key, solver)  # kept alive: the C side holds its pointer
         self.fields = fields
         self.rne_post = rne_post
         self.nq, self.nv, self.nu = self.info.nq, self.info.nv, self.info.nu
@@ -371,9 +427,7 @@ class CEngine:
         self._handle = self._lib.gv_create(self.model._address, self.MAX_THREADS)
         if not self._handle:
             raise MemoryError("could not create the MuJoCo engine")
-        # stable across processes: a step compiled in a child process embeds it
-        key = repr((model_key, fields, rne_post, "cpu")).encode()
-        self.handle = int.from_bytes(hashlib.sha256(key).digest()[:7], "little")
+        self.handle = _stable_handle(model_key, fields, rne_post, "cpu", solver)
         _BY_HANDLE[self.handle] = self
 
     def _threads(self, n: int) -> int:
