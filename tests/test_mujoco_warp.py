@@ -390,10 +390,10 @@ def test_cuda_compiled_with_cuda_graphs_equals_eager():
 # -- the registered envs on the Warp engine (engine="warp"; on CUDA it is the default) --------
 
 
-def _pair(name: str, n: int, **kwargs) -> tuple:
-    """The same registered env on MuJoCo Warp (CPU device) and on the C engine."""
+def _pair(name: str, n: int, device: str = "cpu", **kwargs) -> tuple:
+    """The same registered env on MuJoCo Warp (on ``device``) and on the C engine (CPU)."""
     kw = {"num_envs": n, "dtype": torch.float64, "backend": "eager", **kwargs}
-    warp = gym.make_vec(f"gpuvec/{name}-v5", engine="warp", **kw)
+    warp = gym.make_vec(f"gpuvec/{name}-v5", engine="warp", device=device, **kw)
     c = gym.make_vec(f"gpuvec/{name}-v5", engine="c", **kw)
     return warp, c
 
@@ -401,10 +401,11 @@ def _pair(name: str, n: int, **kwargs) -> tuple:
 def _step_within_tolerance(warp, c, action: np.ndarray) -> None:
     """From the C env's state, one step of each: rows and fields within the Warp tolerances."""
     inner_w, inner_c = warp.unwrapped, c.unwrapped
-    inner_w.set_env_state(inner_c.state.env)
-    warp.step(action)
+    device = inner_w.device
+    inner_w.set_env_state(type(inner_c.state.env)(*(t.to(device) for t in inner_c.state.env)))
+    warp.step(torch.as_tensor(action, device=device))
     c.step(action)
-    sw, sc = inner_w.state.env, inner_c.state.env
+    sw, sc = type(inner_w.state.env)(*(t.cpu() for t in inner_w.state.env)), inner_c.state.env
     assert sw.physics.dtype == sw.derived.dtype == torch.float64  # the rows stay float64
     env_def, params = inner_c.env_def, inner_c.params
     model = bridge.load_model(bridge.asset_path(params.xml_file), params.solver)
@@ -458,3 +459,28 @@ def test_registered_pgs_env_on_warp_names_the_solver(name):
         gym.make_vec(
             f"gpuvec/{name}-v5", num_envs=1, engine="warp", solver="pgs", backend="eager"
         ).reset(seed=0)
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_registered_env_runs_warp_without_a_cuda_graph():
+    """On CUDA the registered ID runs MuJoCo Warp by default, within tolerance of the C
+    engine; compiled, its step is not put in a CUDA graph and equals the eager one."""
+    warp, c = _pair("Hopper", 4, device="cuda")
+    ow, _ = warp.reset(seed=5)
+    oc, _ = c.reset(seed=5)
+    torch.testing.assert_close(ow.cpu(), oc, rtol=0, atol=0)
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        _step_within_tolerance(warp, c, rng.uniform(-1, 1, (4, 3)))
+    kw = {"num_envs": 4, "device": "cuda", "autoreset_mode": "SameStep"}
+    eager = gym.make_vec("gpuvec/Hopper-v5", backend="eager", **kw)
+    comp = gym.make_vec("gpuvec/Hopper-v5", backend="compile", **kw)
+    eager.reset(seed=1)
+    comp.reset(seed=1)
+    for _ in range(30):
+        a = torch.as_tensor(rng.uniform(-1, 1, (4, 3)), dtype=torch.float32, device="cuda")
+        r1, r2 = eager.step(a), comp.step(a)
+        for x, y in zip(r1[:4], r2[:4], strict=True):
+            torch.testing.assert_close(x, y)
+    assert comp.unwrapped.compile_report.strategy not in ("cuda_graph", "eager")
