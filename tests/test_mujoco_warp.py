@@ -449,6 +449,46 @@ def test_registered_humanoid_on_warp_with_newton():
         _step_within_tolerance(warp, c, rng.uniform(-0.4, 0.4, (2, 17)))
 
 
+@pytest.mark.heavy
+def test_registered_env_on_warp_compiled_equals_eager():
+    """The compiled step (the Warp engine as an opaque custom op) is bitwise the eager one."""
+    kw = {"num_envs": 3, "engine": "warp", "dtype": torch.float64}
+    eager = gym.make_vec("gpuvec/HalfCheetah-v5", backend="eager", **kw)
+    comp = gym.make_vec("gpuvec/HalfCheetah-v5", backend="compile", **kw)
+    eager.reset(seed=2)
+    comp.reset(seed=2)
+    rng = np.random.default_rng(2)
+    for _ in range(40):
+        a = rng.uniform(-1, 1, (3, 6))
+        r1, r2 = eager.step(a), comp.step(a)
+        for x, y in zip(r1[:4], r2[:4], strict=True):
+            torch.testing.assert_close(x, y, rtol=0, atol=0)
+    assert comp.unwrapped.compile_report.strategy != "eager", comp.unwrapped.compile_report
+
+
+@pytest.mark.heavy
+def test_engine_first_built_inside_a_trace_holds_real_tensors():
+    """An engine first requested while a step is traced with fake tensors (a background
+    compile's child process) is built on its own thread, outside the trace."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    path = bridge.asset_path("half_cheetah.xml")
+    args = (path, ("xpos",), False, "cpu", "warp")
+    bridge._ENGINES.pop((*args, "model"), None)
+
+    def step(rows: torch.Tensor, ctrl: torch.Tensor) -> torch.Tensor:
+        return bridge.engine(*args).step(rows, ctrl, 5)[0]
+
+    model = bridge.load_model(path)
+    rows = torch.zeros(2, 1 + model.nq + 2 * model.nv + model.na, dtype=torch.float64)
+    rows[:, 1 : 1 + model.nq] = torch.from_numpy(model.qpos0)
+    ctrl = torch.full((2, model.nu), 0.3, dtype=torch.float64)
+    traced = make_fx(step, tracing_mode="fake")(rows, ctrl)
+    engine = bridge.engine(*args)
+    assert type(engine.reset_row) is torch.Tensor and type(engine.reset_derived) is torch.Tensor
+    torch.testing.assert_close(traced(rows, ctrl), engine.step(rows, ctrl, 5)[0], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("name", ["Humanoid", "HumanoidStandup"])
 def test_registered_pgs_env_on_warp_names_the_solver(name):
     """Without solver=, Humanoid on Warp is a clear error (before Warp is imported)."""

@@ -355,6 +355,7 @@ class MujocoEnv(EnvDef[MujocoState, MujocoParams]):
         """
         model = self.model(params)
         qpos, qvel = self.reset_model(params, model, rng)
+        self.engine(params, qpos.device)  # built here, by the eager first reset, not in a trace
         n = qpos.shape[0]
         zeros = qpos.new_zeros
         physics = torch.cat([zeros(n, 1), qpos, qvel, zeros(n, model.na + model.nv)], dim=1)

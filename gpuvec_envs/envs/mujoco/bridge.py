@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -295,6 +296,29 @@ def engine(
     return eng
 
 
+def _on_own_thread(make: Callable[[], Any]) -> Any:
+    """``make()`` run on a fresh thread, its result or its exception.
+
+    torch's dispatch modes (a trace's fake tensors and proxies) are per thread, so an
+    engine first met while a step is traced (a background compile in a child process)
+    still computes its reset tensors with real Warp kernels.
+    """
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = make()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, name="gpuvec-mujoco-warp-build")
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def _stable_handle(*key: Any) -> int:
     """An engine's key in its custom ops' registry, the same in every process.
 
@@ -315,14 +339,23 @@ def _warp_engine(
         raise ImportError(
             f"the MuJoCo Warp engine (CUDA, or engine='warp') needs mujoco-warp: {INSTALL_HINT}"
         ) from exc
-    return _warp.WarpEngine(
-        load_model(model_key),
-        fields,
-        rne_post,
-        device,
-        solver=None if solver == "model" else solver,  # type: ignore[arg-type]
-        handle=_stable_handle(model_key, fields, rne_post, str(device), "warp", solver),
-    )
+    if device.type == "cuda" and device.index is None:  # the caller's, not the thread's
+        device = torch.device("cuda", torch.cuda.current_device())
+
+    def make() -> Any:
+        eng = _warp.WarpEngine(
+            load_model(model_key),
+            fields,
+            rne_post,
+            device,
+            solver=None if solver == "model" else solver,  # type: ignore[arg-type]
+            handle=_stable_handle(model_key, fields, rne_post, str(device), "warp", solver),
+        )
+        if device.type == "cuda":  # its reset tensors, computed on this thread's stream
+            torch.cuda.synchronize(device)
+        return eng
+
+    return _on_own_thread(make)
 
 
 # -- the C engine ----------------------------------------------------------------------
