@@ -13,10 +13,14 @@ Humanoid, the pendulums, Ant) and the short fixed-length ones (Reacher 50 steps,
 100); HalfCheetah and Swimmer (always 1000 steps) 200, HumanoidStandup (never terminates,
 1000 steps) 100, to fit the heavy suite: gymnasium's single env runs 1.4k-11k steps/s here.
 Fixed-length IDs have one episode length, so only their returns are informative.
+The same comparison runs on the MuJoCo Warp engine (Warp's CPU device, one thread) for the
+IDs whose episodes are short enough for it.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import time
 
 import numpy as np
@@ -49,6 +53,7 @@ P_MIN = 1e-3
 """Smallest accepted p-value (22 tests; under equal distributions each p is uniform)."""
 
 
+@functools.cache
 def gymnasium_episodes(name: str, episodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Lengths and returns of ``episodes`` random-policy episodes of gymnasium's env."""
     env = gym.make(f"{name}-v5")
@@ -67,7 +72,9 @@ def gymnasium_episodes(name: str, episodes: int) -> tuple[np.ndarray, np.ndarray
     return lengths, returns
 
 
-def gpuvec_episodes(name: str, episodes: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+def gpuvec_episodes(
+    name: str, episodes: int, n: int, engine: str = "c"
+) -> tuple[np.ndarray, np.ndarray]:
     """Lengths and returns of the first ``episodes / n`` episodes of each of ``n`` envs."""
     per_env = episodes // n
     env = gym.make_vec(
@@ -76,6 +83,7 @@ def gpuvec_episodes(name: str, episodes: int, n: int) -> tuple[np.ndarray, np.nd
         dtype=torch.float64,
         backend="eager",
         autoreset_mode="SameStep",
+        engine=engine,
     )
     env.reset(seed=0)
     rng = np.random.default_rng(2)
@@ -96,22 +104,41 @@ def gpuvec_episodes(name: str, episodes: int, n: int) -> tuple[np.ndarray, np.nd
     return np.array(sum(lengths, [])), np.array(sum(returns, []))
 
 
-@pytest.mark.heavy
-@pytest.mark.parametrize("name", list(EPISODES))
-def test_random_policy_episodes_match_gymnasium(name: str) -> None:
-    """Episode length and return distributions: KS two-sample p-values above P_MIN."""
+def compare(name: str, engine: str = "c") -> None:
+    """Runs both sides, prints the figures, asserts the KS p-values."""
     episodes, n = EPISODES[name]
     t0 = time.perf_counter()
     ref_len, ref_ret = gymnasium_episodes(name, episodes)
     t1 = time.perf_counter()
-    our_len, our_ret = gpuvec_episodes(name, episodes, n)
+    our_len, our_ret = gpuvec_episodes(name, episodes, n, engine)
     t2 = time.perf_counter()
     assert len(our_len) == len(ref_len) == episodes
     p_len = stats.ks_2samp(our_len, ref_len).pvalue
     p_ret = stats.ks_2samp(our_ret, ref_ret).pvalue
     print(
-        f"\n{name}: {episodes} episodes a side; length mean {our_len.mean():.1f} vs "
+        f"\n{name} ({engine}): {episodes} episodes a side; length mean {our_len.mean():.1f} vs "
         f"{ref_len.mean():.1f}, p = {p_len:.3g}; return mean {our_ret.mean():.2f} vs "
         f"{ref_ret.mean():.2f}, p = {p_ret:.3g} (gymnasium {t1 - t0:.0f} s, ours {t2 - t1:.0f} s)"
     )
     assert p_len >= P_MIN and p_ret >= P_MIN, (p_len, p_ret)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", list(EPISODES))
+def test_random_policy_episodes_match_gymnasium(name: str) -> None:
+    """C engine: episode length and return distributions, KS p-values above P_MIN."""
+    compare(name)
+
+
+#: IDs whose episodes fit Warp's single-threaded CPU device (the others: CUDA).
+WARP_IDS = ("Hopper", "InvertedDoublePendulum", "InvertedPendulum", "Pusher", "Reacher", "Walker2d")
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(
+    importlib.util.find_spec("mujoco_warp") is None, reason="mujoco_warp is not installed"
+)
+@pytest.mark.parametrize("name", WARP_IDS)
+def test_random_policy_episodes_on_warp_match_gymnasium(name: str) -> None:
+    """MuJoCo Warp (float32, Warp's CPU device): the same statistics as gymnasium's."""
+    compare(name, "warp")
