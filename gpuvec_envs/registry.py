@@ -66,6 +66,12 @@ def _minigrid(name: str, cls: str, max_steps: int, **kwargs: Any) -> EnvEntry:
     )
 
 
+#: MuJoCo steps call the physics engine as torch custom ops, which the lean_wrapper pass
+#: cannot rewrite (it would report that it did not apply). On CUDA the engine is MuJoCo
+#: Warp, whose step cannot sit inside a torch CUDA graph capture (its conditional graph
+#: nodes restart the capture; see envs/mujoco/_warp.py): no CUDA graph around the step.
+_MUJOCO: dict[str, Any] = {"lean_wrapper": False, "cuda_graph": False}
+
 _DYN = "dynamic_obstacles:DynamicObstacles"
 #: minigrid 3.2.0's IDs: the reference's ``max_steps`` is both the reward's horizon and
 #: the shell's time limit.
@@ -111,6 +117,33 @@ MINIGRID: tuple[EnvEntry, ...] = (
         )
         for s, r in ((3, 1), (3, 2), (3, 3), (4, 3), (5, 3), (6, 3))
     ),
+)
+
+
+def _mujoco(name: str, module: str, cls: str, max_steps: int = 1000) -> EnvEntry:
+    """Entry of ``gpuvec/<name>-v5``, mirroring gymnasium's ``<name>-v5``."""
+    return EnvEntry(
+        f"gpuvec/{name}-v5",
+        f"gpuvec_envs.envs.mujoco.{module}:{cls}",
+        max_steps,
+        f"{name}-v5",
+        compiler=_MUJOCO,
+    )
+
+
+#: gymnasium 1.4's MuJoCo v5 tasks (need ``pip install "gpuvec_envs[mujoco]"``).
+MUJOCO: tuple[EnvEntry, ...] = (
+    _mujoco("Ant", "ant", "Ant"),
+    _mujoco("HalfCheetah", "half_cheetah", "HalfCheetah"),
+    _mujoco("Hopper", "hopper", "Hopper"),
+    _mujoco("Humanoid", "humanoid", "Humanoid"),
+    _mujoco("HumanoidStandup", "humanoid_standup", "HumanoidStandup"),
+    _mujoco("InvertedDoublePendulum", "inverted_double_pendulum", "InvertedDoublePendulum"),
+    _mujoco("InvertedPendulum", "inverted_pendulum", "InvertedPendulum"),
+    _mujoco("Pusher", "pusher", "Pusher", 100),
+    _mujoco("Reacher", "reacher", "Reacher", 50),
+    _mujoco("Swimmer", "swimmer", "Swimmer"),
+    _mujoco("Walker2d", "walker2d", "Walker2d"),
 )
 
 REGISTRY: tuple[EnvEntry, ...] = (
@@ -208,6 +241,7 @@ REGISTRY: tuple[EnvEntry, ...] = (
         compiler=_SEAQUEST,
     ),
     *MINIGRID,
+    *MUJOCO,
 )
 
 

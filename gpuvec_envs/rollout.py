@@ -189,7 +189,8 @@ class RolloutCollector:
             child process compiles the scan, which is then built from the warm cache
             (seconds). On CUDA ``auto`` is ``compile``. ``eager`` compiles nothing: the
             loop of the policy and the env's step (as the env was built).
-        cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph.
+        cuda_graph: On CUDA, capture the whole T-step rollout in one CUDA graph (not for
+            an env built with the compiler option ``cuda_graph`` off, such as MuJoCo's).
         scan: Off CUDA graphs: ``True`` always runs the scan; ``False`` always the loop;
             ``"auto"`` (default) runs each on the first :attr:`TRIALS` rollouts after one
             untimed each, alternately, and keeps the faster for good (the scan pays where
@@ -236,7 +237,10 @@ class RolloutCollector:
         self.num_steps = num_steps
         self.backend = backend
         cuda = self.env.device.type == "cuda"
-        self.use_cuda_graph = cuda_graph and cuda and backend != "eager"
+        # an env whose step must not be captured (compiler option cuda_graph off, e.g. the
+        # MuJoCo family's Warp engine) runs its rollouts without a CUDA graph too
+        env_graphs = self.env.compiler_options.cuda_graph
+        self.use_cuda_graph = cuda_graph and cuda and backend != "eager" and env_graphs
         # build the scan off the caller's path (CPU, scan="auto")
         self._background = backend == "auto" and not cuda
         self._scan_choice = scan

@@ -2,12 +2,13 @@
 
 Every registered ID, except that the MiniGrid IDs, many sizes of a few env classes, are
 represented by the first ID of each class: their own test files (``test_minigrid_*.py``)
-cover every MiniGrid ID against the reference.
+cover every MiniGrid ID against the reference; the MuJoCo IDs (optional dependency,
+``test_mujoco.py``) are left out.
 """
 
 from __future__ import annotations
 
-from gpuvec_envs.registry import MINIGRID, REGISTRY, EnvEntry
+from gpuvec_envs.registry import MINIGRID, MUJOCO, REGISTRY, EnvEntry
 
 
 def _representatives() -> list[EnvEntry]:
@@ -21,6 +22,10 @@ def _representatives() -> list[EnvEntry]:
 
 
 MINIGRID_IDS = {e.id for e in MINIGRID}
+#: The MuJoCo IDs (tests/test_mujoco.py covers each against gymnasium; they need mujoco).
+MUJOCO_IDS = {e.id for e in MUJOCO}
 #: Registry entries of the generic tests, in registry order.
-GENERIC: list[EnvEntry] = [e for e in REGISTRY if e.id not in MINIGRID_IDS] + _representatives()
+GENERIC: list[EnvEntry] = [
+    e for e in REGISTRY if e.id not in MINIGRID_IDS and e.id not in MUJOCO_IDS
+] + _representatives()
 GENERIC_IDS: list[str] = [e.id for e in GENERIC]

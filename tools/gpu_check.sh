@@ -13,12 +13,21 @@
 # beside the tests) and failures.txt. Copy gpu.json to docs/results/gpu.json; `python -m
 # gpuvec_envs.bench.report render docs/results/cpu.json` then adds its GPU section to
 # BENCHMARKS.md. Last, ppo.json and ppo.log (tools/gpu_ppo.py: PPO on CartPole to a mean
-# return of 475, --overlap off and on, and gymnasium's SyncVectorEnv). It runs in under 8
-# minutes on an H200 (16 CPUs): the tests take up to 4, the benchmark up to 3.5 (timeouts
-# TESTS_S and BENCH_S), the PPO timing what is left of 470 s, at most 90 s.
+# return of 475, --overlap off and on, and gymnasium's SyncVectorEnv). Then the MuJoCo Warp
+# engine (tools/gpu_mujoco_check.py): mujoco_warp_parity.{json,md} (one env step of each of
+# gymnasium's eleven v5 models at N=64 against MuJoCo C; run beside the tests, as it mostly
+# builds Warp kernels on the CPUs; the benchmark waits for it) and mujoco_warp_bench.{json,md}
+# (env-steps/s of HalfCheetah, Hopper, Ant, Humanoid at N=1024..65536, alone and in a torch
+# CUDA graph, registered envs, MJX beside them), mujoco_*.log. Without the MuJoCo steps it
+# runs in under 8 minutes on an H200 (16 CPUs): the tests take up to 4, the benchmark up to
+# 3.5 (timeouts TESTS_S and BENCH_S), the PPO timing what is left of 470 s, at most 90 s;
+# the MuJoCo parity can hold the benchmark back until 230 s and its benchmark adds up to
+# MUJOCO_S (150 s; MUJOCO_S=0 skips both MuJoCo steps).
 #
 # Needs torch (CUDA), pytest and pytest-xdist, gymnasium; for the peers jax (CUDA), gymnax
-# and navix. A machine without network whose image lacks some (the lent H200's has torch
+# and navix; for the MuJoCo steps mujoco, mujoco-warp and warp-lang (mujoco-mjx for MJX),
+# which the lent image lacks (skipped and logged when they do not import; warp-lang's wheel
+# is 142 MiB). A machine without network whose image lacks some (the lent H200's has torch
 # 2.11, jax, pytest, pytest-xdist, flax, chex, but no gymnasium, gymnax or navix): run
 #
 #   tools/gpu_check.sh wheels        # here, with network: pure-Python wheels into .whl/
@@ -61,14 +70,23 @@ timeout 200 python3 tools/cuda_diag.py gpuvec/MiniGrid-LavaGapS5-v0 \
     gpuvec/MiniGrid-LavaCrossingS9N1-v0 gpuvec/MinAtar-Breakout-v1 >"$OUT_DIR/cuda_diag.log" 2>&1 &
 diag=$!
 
-# 1. every CUDA test (files that hold them; they import no optional dependency); each
+# the MuJoCo Warp parity check builds every model's Warp kernels meanwhile (~/.cache/warp),
+# so the MuJoCo benchmark at the end finds them built
+MUJOCO_S="${MUJOCO_S:-150}"
+if [ "$MUJOCO_S" -gt 0 ]; then
+    timeout 230 python3 tools/gpu_mujoco_check.py --parity-only --out "$OUT_DIR" \
+        >"$OUT_DIR/mujoco_parity.log" 2>&1 &
+    mujoco_parity=$!
+fi
+
+# 1. every CUDA test (files that hold them; test_mujoco_warp.py skips without mujoco_warp); each
 # failure's report goes to failures.txt at once, in case the run is stopped
 export GPUVEC_TEST_FAILURES="$OUT_DIR/failures.txt"
 export GPUVEC_CUDA_VS_CPU="$OUT_DIR/cuda_vs_cpu.txt"
 timeout "${TESTS_S:-240}" python3 -m pytest -v -m cuda -n 10 -p no:cacheprovider -rfEs \
     tests/test_cuda.py tests/test_engine.py tests/test_rollout.py tests/test_checkpoint.py \
     tests/test_cleanrl_wrappers.py tests/test_reproducibility.py tests/test_craftax_torch.py \
-    >"$OUT_DIR/cuda_tests.log" 2>&1
+    tests/test_mujoco_warp.py >"$OUT_DIR/cuda_tests.log" 2>&1
 tests=$?
 grep -E "FAILED|ERROR|passed|failed" "$OUT_DIR/cuda_tests.log" | tail -n 40
 echo "[gpu_check] tests exit $tests after $(( $(date +%s) - start )) s"
@@ -78,6 +96,12 @@ cut -c1-300 "$OUT_DIR/cuda_diag.log" | grep '^{' | tail -n 9
 wait "$prewarm"
 echo "[gpu_check] prewarm exit $? after $(( $(date +%s) - start )) s"
 grep -v ": ok$" "$OUT_DIR/prewarm.log" | tail -n 5
+
+if [ "$MUJOCO_S" -gt 0 ]; then  # the GPU to the benchmark alone
+    wait "$mujoco_parity"
+    echo "[gpu_check] mujoco parity exit $? after $(( $(date +%s) - start )) s"
+    grep -E "^\| |MuJoCo Warp is not" "$OUT_DIR/mujoco_parity.log" | tail -n 13
+fi
 
 # 2. the GPU benchmark: gpuvec, gymnax and navix side by side
 timeout "${BENCH_S:-200}" python3 -m gpuvec_envs.bench --suite gpu --min-time 0.6 --repeats 3 \
@@ -99,5 +123,12 @@ if [ "$ppo_s" -ge 30 ]; then
     grep -E "reached|stopped|overlap|Error" "$OUT_DIR/ppo.log" | tail -n 8
 else
     echo "[gpu_check] ppo skipped: ${ppo_s} s left of 470" | tee "$OUT_DIR/ppo.log"
+fi
+# 4. MuJoCo Warp env-steps/s (its parity ran above, beside the tests), alone on the GPU
+if [ "$MUJOCO_S" -gt 0 ]; then
+    timeout "$MUJOCO_S" python3 tools/gpu_mujoco_check.py --bench-only --out "$OUT_DIR" \
+        >"$OUT_DIR/mujoco_bench.log" 2>&1
+    echo "[gpu_check] mujoco bench exit $? after $(( $(date +%s) - start )) s"
+    grep -E "^\| |MuJoCo Warp is not" "$OUT_DIR/mujoco_bench.log" | tail -n 40
 fi
 [ "$tests" = 0 ] && [ "$bench" = 0 ]

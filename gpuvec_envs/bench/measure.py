@@ -187,15 +187,18 @@ def open_gpuvec(
     """
     dev = torch.device(device)
     t0 = time.perf_counter()
+    # frame_skip=1 is the shell's default; an env whose params take frame_skip (MuJoCo's
+    # physics substeps) keeps its own default unless another value is asked for
+    skip = {} if frame_skip == 1 else {"frame_skip": frame_skip}
     env = gym.make_vec(
         env_id,
         num_envs=num_envs,
         device=dev,
         backend=backend,
         validate=validate,
-        frame_skip=frame_skip,
         num_threads=num_threads,
         compiler_options=compiler_options,
+        **skip,
     )
     env.reset(seed=0)
     actions = _torch_actions(

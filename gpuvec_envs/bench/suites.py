@@ -56,6 +56,8 @@ class Section:
         num_threads: ``num_threads`` values of gpuvec's per-call step rows.
         competitor: Busy processes (``while True: pass``) running while the section is
             timed (set up before they start), to measure speed on a contended CPU.
+        physics_bound: Also time the env's MuJoCo engine alone at every ``num_envs``
+            (:mod:`gpuvec_envs.bench.peer_mujoco`).
         navix: Also time navix's ``jit(vmap(step))`` at every ``num_envs`` (MiniGrid).
     """
 
@@ -71,6 +73,7 @@ class Section:
     num_threads: tuple[int | str, ...] = ("auto",)
     competitor: int = 0
     navix: bool = False
+    physics_bound: bool = False
 
 
 CLASSIC = (
@@ -124,6 +127,22 @@ REPORT = (
         gymnax=False,
         num_threads=("auto", 1),
         competitor=1,
+    ),
+)
+
+
+#: ``--suite mujoco``: gymnasium's MuJoCo tasks on the CPU (needs the ``mujoco`` extra)
+#: against gymnasium's SyncVectorEnv and the engine's physics alone.
+MUJOCO_REPORT = (
+    Section(
+        "mujoco",
+        "MuJoCo v5 (CPU)",
+        tuple(f"gpuvec/{name}-v5" for name in ("HalfCheetah", "Hopper", "Ant", "Humanoid")),
+        (1, 64, 1024, 4096),
+        peers=("sync",),
+        peer_max_envs=64,
+        gymnax=False,
+        physics_bound=True,
     ),
 )
 
@@ -271,6 +290,8 @@ def _jobs(section: Section, backend: str) -> list[tuple[str, dict[str, Any]]]:
         jobs += [("gymnax-step", dict(num_envs=n)) for n in section.num_envs]
     if section.navix:
         jobs += [("navix-step", dict(num_envs=n)) for n in section.num_envs]
+    if section.physics_bound:
+        jobs += [("physics-bound", dict(num_envs=n)) for n in section.num_envs]
     for peer in section.peers:
         if peer == "numpy":
             sizes = list(section.num_envs)
@@ -291,6 +312,10 @@ def _open(kind: str, env_id: str, kw: dict[str, Any], device: str) -> Opened | N
         return peer_gymnax.open_gymnax_rollout(env_id, **kw)
     if kind == "navix-step":
         return peer_navix.open_navix_step(env_id, **kw)
+    if kind == "physics-bound":
+        from gpuvec_envs.bench import peer_mujoco  # imports nothing of MuJoCo's itself
+
+        return peer_mujoco.open_physics_bound(env_id, **kw)
     return measure.open_peer(env_id, **kw)
 
 
@@ -551,21 +576,23 @@ def gpu_extras(*, min_time: float, log: Any = sys.stderr) -> dict[str, Any]:
 
 
 def main_suite(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
-    """``gpuvec-bench --suite report|gpu``: run :data:`REPORT` (or :data:`GPU_REPORT`).
+    """``gpuvec-bench --suite report|gpu|mujoco``: run that suite's sections.
 
+    :data:`REPORT`, :data:`GPU_REPORT` or :data:`MUJOCO_REPORT`.
     ``--min-time``, ``--repeats``, ``--device`` and ``--threads`` apply; the sweep's envs
     and sizes are the report's own. ``gpu`` runs on CUDA and adds :func:`gpu_extras`.
     """
-    if args.suite not in ("report", "gpu"):
-        raise ValueError(f"unknown suite {args.suite!r}; suites: report, gpu")
+    if args.suite not in ("report", "gpu", "mujoco"):
+        raise ValueError(f"unknown suite {args.suite!r}; suites: report, gpu, mujoco")
     if not args.json_path:
         raise ValueError(f"--suite {args.suite} needs --json PATH")
     words = sys.argv[1:] if argv is None else list(argv)
     gpu = args.suite == "gpu"
     if gpu and not torch.cuda.is_available():
         raise ValueError("--suite gpu needs a CUDA device")
+    sections = {"report": REPORT, "gpu": GPU_REPORT, "mujoco": MUJOCO_REPORT}[args.suite]
     report = run_report(
-        GPU_REPORT if gpu else REPORT,
+        sections,
         min_time=args.min_time,
         repeats=args.repeats,
         device="cuda" if gpu else args.device,

@@ -1,4 +1,4 @@
-"""Generated flatteners and unflatteners of pytrees of tensors, tuples and ``None``.
+"""Generated flatteners and unflatteners of pytrees of tensors, tuples, dicts and ``None``.
 
 A compiled call takes and returns flat tuples of tensors. Rebuilding the structure with
 ``torch.utils._pytree`` on every call costs microseconds per node, so the code that does
@@ -27,15 +27,25 @@ def _flatten_paths(tree: Any, path: str, out: list[str]) -> None:
     elif isinstance(tree, tuple):
         for i, sub in enumerate(tree):
             _flatten_paths(sub, f"{path}[{i}]", out)
+    elif isinstance(tree, dict):
+        for key, sub in tree.items():
+            _flatten_paths(sub, f"{path}[{_key(key)}]", out)
     elif tree is not None:
         raise TypeError(f"unsupported pytree node {type(tree).__name__}")
+
+
+def _key(key: Any) -> str:
+    """The literal of a dict key (str keys only: their ``repr`` is valid code)."""
+    if not isinstance(key, str):
+        raise TypeError(f"unsupported pytree dict key {key!r} (str keys only)")
+    return repr(key)
 
 
 def leaf_paths(tree: Any, root: str = "t") -> list[str]:
     """Access expressions (``root[0][1]``) of the tensor leaves of ``tree``, in order.
 
     Raises:
-        TypeError: on a node that is not a tensor, tuple or ``None``.
+        TypeError: on a node that is not a tensor, tuple, dict (str keys) or ``None``.
     """
     out: list[str] = []
     _flatten_paths(tree, root, out)
@@ -45,7 +55,7 @@ def leaf_paths(tree: Any, root: str = "t") -> list[str]:
 def make_flattener(example_args: tuple[Any, ...]) -> Callable[..., tuple[torch.Tensor, ...]]:
     """Generated ``f(*args) -> tuple of tensor leaves`` for args shaped like ``example_args``.
 
-    Supported nodes: tensors, tuples (NamedTuples included) and ``None``.
+    Supported nodes: tensors, tuples (NamedTuples included), dicts with str keys, ``None``.
     """
     paths: list[str] = []
     for i, arg in enumerate(example_args):
@@ -75,6 +85,8 @@ def make_unflattener(example: Any) -> Callable[[tuple[torch.Tensor, ...]], Any]:
                 namespace[name] = type(tree)
                 return f"{name}({', '.join(parts)})"
             return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+        if isinstance(tree, dict):
+            return "{" + ", ".join(f"{_key(k)}: {expr(v)}" for k, v in tree.items()) + "}"
         raise TypeError(f"unsupported pytree node {type(tree).__name__}")
 
     code = f"def unflatten(o):\n    return {expr(example)}\n"
@@ -88,6 +100,8 @@ def rebuild(example: Any, leaves: Iterator[torch.Tensor]) -> Any:
         return next(leaves)
     if example is None:
         return None
+    if isinstance(example, dict):
+        return {k: rebuild(v, leaves) for k, v in example.items()}
     parts = [rebuild(sub, leaves) for sub in example]
     return type(example)(*parts) if is_namedtuple(example) else tuple(parts)
 

@@ -155,6 +155,22 @@ class EnvDef(abc.ABC, Generic[State, Params]):
         """
         raise NotImplementedError(f"{type(self).__name__} does not render")
 
+    def info(self, params: Params, state: State) -> dict[str, torch.Tensor] | None:
+        """Per-env ``info`` terms of a state, e.g. reward terms; optional.
+
+        Called on the state a step (or reset) returns: ``step()`` and ``reset()`` return
+        these terms in ``info``, and in ``SAME_STEP`` mode ``info["final_info"]`` holds
+        the terms of the pre-reset states (with ``_<key>`` masks of the envs that ended).
+        Terms that depend on the step's action or on the state before it (a velocity, a
+        control cost) are stored in the state by :meth:`step`. Pure and branch-free like
+        :meth:`step`.
+
+        Returns:
+            ``{name: (N, ...) tensor}``, the same keys, shapes and dtypes for every state;
+            ``None`` (default): no terms.
+        """
+        return None
+
     def observation_view(self, params: Params) -> ObservationView | None:
         """A structured view of :meth:`observation` for users; optional.
 

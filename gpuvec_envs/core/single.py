@@ -57,7 +57,7 @@ class GpuEnv(gym.Env):
         """Reset; ``seed`` seeds the env's counter-based RNG."""
         super().reset(seed=seed)
         obs, info = self._vec.reset(seed=seed, options=options)
-        return self._row(obs), info
+        return self._row(obs), _info_row(info)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """One step; ``action`` is an element of :attr:`action_space`."""
@@ -65,8 +65,8 @@ class GpuEnv(gym.Env):
             batched = action.reshape(1, *action.shape)
         else:
             batched = np.asarray(action)[None]
-        obs, reward, term, trunc, _ = self._vec.step(batched)
-        return self._row(obs), float(reward[0]), bool(term[0]), bool(trunc[0]), {}
+        obs, reward, term, trunc, info = self._vec.step(batched)
+        return self._row(obs), float(reward[0]), bool(term[0]), bool(trunc[0]), _info_row(info)
 
     def _row(self, obs: torch.Tensor) -> Any:
         """The one env's observation on the host (through the view, if any)."""
@@ -82,3 +82,13 @@ class GpuEnv(gym.Env):
     def close(self) -> None:
         """Close the underlying batch (and its ``human`` window)."""
         self._vec.close()
+
+
+def _info_row(info: dict[str, Any]) -> dict[str, Any]:
+    """The one env's ``info`` terms (:meth:`EnvDef.info`) as host scalars and arrays."""
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(value, torch.Tensor) and not key.startswith("_"):
+            row = value[0].cpu().numpy()
+            out[key] = row[()] if row.ndim == 0 else row
+    return out

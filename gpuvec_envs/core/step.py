@@ -48,6 +48,8 @@ class StepOut(NamedTuple):
     final_obs: torch.Tensor | None  # SAME_STEP: (N, *obs_shape) obs before the autoreset
     # with StepConfig.check_finite: 0-dim float64, 0 if every float output is finite, else NaN
     probe: torch.Tensor | None = None
+    info: dict[str, torch.Tensor] | None = None  # EnvDef.info of the returned state
+    final_info: dict[str, torch.Tensor] | None = None  # SAME_STEP: EnvDef.info before reset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +122,7 @@ def pure_step(
         alive = ~(terminated | truncated)
 
     mode = cfg.autoreset_mode
-    final_obs = None
+    final_obs = final_info = None
     needs_reset = state.needs_reset
     if mode is AutoresetMode.DISABLED:
         obs = env_def.observation(params, env)
@@ -144,6 +146,7 @@ def pure_step(
             obs = env_def.observation(params, env)
         else:  # SAME_STEP
             final_obs = env_def.observation(params, env)
+            final_info = env_def.info(params, env)
             if skip:
                 obs = final_obs.clone()
             else:
@@ -162,6 +165,8 @@ def pure_step(
         as_flag(truncated),
         final_obs,
         finite_probe(checked) if cfg.check_finite else None,
+        env_def.info(params, env),
+        final_info,
     )
 
 

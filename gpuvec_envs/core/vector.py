@@ -78,7 +78,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
             read two values back from the device per step; ``False`` skips them (see
             :meth:`check_finite`).
         frame_skip: Repeat each action this many simulation steps inside one step, summing
-            rewards and stopping at the first termination or truncation.
+            rewards and stopping at the first termination or truncation (default 1). An
+            env whose params have a ``frame_skip`` field (MuJoCo's physics substeps per
+            step, as gymnasium's ``frame_skip`` there) takes it as that parameter instead.
         render_mode: ``None`` or a mode in the env's ``metadata["render_modes"]``.
         num_threads: CPU threads of each step: ``"auto"`` (default: all of
             ``torch.get_num_threads()``, fewer while calls run far slower than their calm
@@ -106,7 +108,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         backend: str = "auto",
         validate: bool = True,
-        frame_skip: int = 1,
+        frame_skip: int | None = None,
         render_mode: str | None = None,
         num_threads: int | str = "auto",
         params: Any = None,
@@ -117,6 +119,9 @@ class GpuVecEnv(gym.vector.VectorEnv):
         self.env_def = resolve_env_def(env_def)
         self.num_threads = threads.check_num_threads(num_threads)
         self._threads = threads.ThreadControl(self.num_threads)
+        if frame_skip is not None and _own_frame_skip(self.env_def):
+            param_kwargs["frame_skip"], frame_skip = frame_skip, None
+        frame_skip = 1 if frame_skip is None else frame_skip
         self.params = params_from_kwargs(self.env_def.params_type, params, param_kwargs)
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
@@ -340,7 +345,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
         Other options go to the env's reset sampler.
 
         Returns:
-            ``(obs, {})`` with obs of shape (N, *obs_shape) for all envs.
+            ``(obs, info)`` with obs of shape (N, *obs_shape) for all envs; ``info`` holds
+            the env's terms (:meth:`EnvDef.info`), if any.
         """
         options = dict(options or {})
         mask = self._reset_mask(options.pop("reset_mask", None))
@@ -372,7 +378,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
             self._check_outputs("reset", obs)
         if self._window is not None:
             self.render()
-        return self._user_obs(obs), {}
+        return self._user_obs(obs), dict(self.env_def.info(self.params, state.env) or {})
 
     def step(
         self, actions: Any
@@ -381,9 +387,12 @@ class GpuVecEnv(gym.vector.VectorEnv):
 
         Returns:
             ``(obs, reward, terminated, truncated, info)`` on the env's device: obs
-            (N, *obs_shape), reward (N,) float, flags (N,) bool. In SAME_STEP mode ``info``
-            holds ``final_obs`` (N, *obs_shape; the pre-reset obs) with mask ``_final_obs``,
-            and ``final_info`` ({}) with mask ``_final_info``.
+            (N, *obs_shape), reward (N,) float, flags (N,) bool. ``info`` holds the env's
+            terms of the returned states (:meth:`EnvDef.info`, e.g. reward terms), if any.
+            In SAME_STEP mode it also holds ``final_obs`` (N, *obs_shape; the pre-reset
+            obs) with mask ``_final_obs``, and ``final_info`` (the env's terms of the
+            pre-reset states, each with a ``_<key>`` mask of the envs that ended; ``{}``
+            for an env without terms) with mask ``_final_info``.
         """
         # the checks and flags run with the step's thread count too: their parallel ops
         # would otherwise wait for a thread on a busy core
@@ -406,15 +415,19 @@ class GpuVecEnv(gym.vector.VectorEnv):
             self._check_outputs("step", out.obs, out.reward, out.final_obs)
         terminated = out.terminated.view(torch.bool)
         truncated = out.truncated.view(torch.bool)
-        info: dict[str, Any] = {}
+        info: dict[str, Any] = dict(out.info or {})
         if out.final_obs is not None:
             done = terminated | truncated
-            info = {
-                "final_obs": self._user_obs(out.final_obs),
-                "_final_obs": done,
-                "final_info": {},
-                "_final_info": done,
-            }
+            final_info: dict[str, Any] = {}
+            for key, value in (out.final_info or {}).items():
+                final_info[key] = value
+                final_info[f"_{key}"] = done
+            info.update(
+                final_obs=self._user_obs(out.final_obs),
+                _final_obs=done,
+                final_info=final_info,
+                _final_info=done,
+            )
         return self._user_obs(out.obs), out.reward, terminated, truncated, info
 
     # -- checkpoints and numerical faults -------------------------------------------------
@@ -591,3 +604,8 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if self._state is None:
             raise RuntimeError("call reset() without reset_mask first")
         return reset_mask_tensor(mask, self.num_envs, self.device)
+
+
+def _own_frame_skip(env_def: EnvDef) -> bool:
+    """Whether the env's params take ``frame_skip`` themselves (see :class:`GpuVecEnv`)."""
+    return any(f.name == "frame_skip" for f in dataclasses.fields(env_def.params_type))
