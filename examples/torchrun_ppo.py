@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import json
 import os
 import pathlib
@@ -243,6 +244,10 @@ def main(argv: list[str] | None = None) -> dict:
         if args.result_json:
             pathlib.Path(args.result_json).write_text(json.dumps(result, indent=1))
     envs.close()
+    # DDP's reducer holds the process group: free it (and any cycle through it) while the
+    # interpreter is whole, not in its finalization, where gloo's teardown can abort
+    del ddp, optimizer, collector
+    gc.collect()
     if dist.is_initialized():
         dist.barrier()  # no rank tears gloo down while another still talks to it
         dist.destroy_process_group()

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 
@@ -426,3 +427,38 @@ def test_eager_steps_yield_to_their_running_child_on_few_cpus(monkeypatch, cpus,
     finally:
         b.cancel()
     assert b(x) is not None and b._owed_pause == 0.0  # no child: no pause
+
+
+@pytest.mark.parametrize("interrupt", [True, False])
+def test_exit_stops_a_thread_preparing_the_build(monkeypatch, interrupt):
+    """Interpreter exit's handler kills the child and stops the build's thread, so that no
+    thread of ours runs while Python finalizes (a daemon thread in C++ code then aborts the
+    process: "terminate called without an active exception"). With the interrupt switched
+    off it waits for the thread instead (here at most ``EXIT_JOIN_S``)."""
+    release = threading.Event()
+    entered = threading.Event()
+
+    def prepare(cancelled):  # stands in for the imports: Python code that takes a while
+        entered.set()
+        while not release.wait(0.01):
+            pass
+
+    monkeypatch.setattr(background, "_prepare_build", prepare)
+    monkeypatch.setattr(background, "INTERRUPT_AT_EXIT", interrupt)
+    monkeypatch.setattr(background, "EXIT_JOIN_S", 1.0)
+    build = background.BackgroundBuild(functools.partial(time.sleep, 60))
+    try:
+        assert entered.wait(60)
+        pid = build.child_pid
+        start = time.monotonic()
+        background._cancel_all()
+        took = time.monotonic() - start
+        assert pid is not None and not _alive(pid)
+        if interrupt:
+            assert build.join(5) and took < 1.0
+            assert build.done and not build.ok and build.note.startswith("_Exiting")
+        else:
+            assert not build.join(0) and took >= 1.0  # waited EXIT_JOIN_S for the thread
+    finally:
+        release.set()
+        build.join(10)

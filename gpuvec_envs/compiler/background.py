@@ -10,14 +10,29 @@ caller then builds the compiled call itself, from the warm cache (a few seconds)
 own thread: tracing (``make_fx``) patches ``torch.nn.Module.__call__`` process-wide while
 it runs, so a trace on another thread would reroute the caller's module calls (a policy's
 forward) into the trace. The child is killed by :meth:`BackgroundBuild.cancel`, when the
-build is garbage-collected, at interpreter exit, and (from inside) when its parent dies.
+build is garbage-collected, at interpreter exit, and (from inside) when its parent dies;
+on POSIX it leads its own process group, and the whole group is killed (inductor's compile
+workers with it).
+
+Interpreter exit: an ``atexit`` handler kills every child, stops the builds' threads and
+waits for them (:data:`EXIT_JOIN_S` at most), so that none is still running when Python
+finalizes. A daemon thread still alive then is stopped by ``pthread_exit`` as soon as it
+needs the GIL, which unwinds its C++ frames; in a frame that must not throw (pybind11's
+GIL guards, torch's C++ dispatcher registering operators while the thread imports
+inductor) that is ``std::terminate``: "terminate called without an active exception" and
+an abort. A thread preparing the build (an import of ~1.4 s, seconds more on a busy
+machine) is stopped by an exception raised in it (CPython's
+``PyThreadState_SetAsyncExc``, the one trick here, off with :data:`INTERRUPT_AT_EXIT`),
+so that exit does not wait for the import; where that cannot be done, exit waits.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +47,17 @@ _STDERR_TAIL = 400
 _LIVE: weakref.WeakSet[BackgroundBuild] = weakref.WeakSet()
 #: One child at a time, in the order the builds started: each gets a whole core.
 _SLOTS = threading.Semaphore(1)
+#: Seconds interpreter exit waits, in all, for the builds' threads once their children
+#: are killed (a thread preparing the build finishes the import or probe it is in).
+EXIT_JOIN_S = 60.0
+#: Whether interpreter exit raises :class:`_Exiting` in the builds' threads (see above).
+INTERRUPT_AT_EXIT = True
+_POSIX = os.name == "posix"
+_log = logging.getLogger(__name__)
+
+
+class _Exiting(BaseException):
+    """Raised in a build's thread at interpreter exit, to stop it at once."""
 
 
 class BackgroundBuild:
@@ -68,13 +94,41 @@ class BackgroundBuild:
         return self._done.wait(timeout)
 
     def cancel(self) -> None:
-        """Kill the child process, if any."""
+        """Kill the child process (and its process group on POSIX), if any."""
         with self._lock:
             self._cancelled = True
             proc = self._proc
-        if proc is not None and proc.poll() is None:
+        if proc is None:
+            return
+        if _POSIX and proc.returncode is None:  # not reaped: its pid is still its group's
+            # the whole group: inductor's compile workers would outlive their leader
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
             proc.kill()
-            proc.wait()
+        proc.wait()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the build's thread to end (after :meth:`cancel`: soon); whether it did."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def interrupt(self) -> bool:
+        """Raise :class:`_Exiting` in the build's thread (for interpreter exit only).
+
+        The thread stops at its next Python instruction (an import it was in fails, a
+        subprocess it waited for is killed). Returns whether the exception was set.
+        """
+        ident = self._thread.ident
+        if ident is None or self._done.is_set() or not self._thread.is_alive():
+            return False  # not started, or past its work: it ends by itself
+        try:
+            import ctypes
+
+            set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+        except (ImportError, AttributeError):  # not CPython
+            return False
+        return set_async(ctypes.c_ulong(ident), ctypes.py_object(_Exiting)) == 1
 
     @property
     def child_pid(self) -> int | None:
@@ -112,8 +166,10 @@ class BackgroundBuild:
                         stdout=subprocess.DEVNULL,
                         stderr=err,
                         env=env,
+                        start_new_session=_POSIX,  # a group of its own: killed as one
                     )
-                _prepare_build()  # while the child compiles: ~2.5 s less to the switch
+                # while the child compiles: ~2.5 s less to the switch
+                _prepare_build(lambda: self._cancelled)
                 code = self._proc.wait()
                 seconds = time.perf_counter() - start
                 if code == 0:
@@ -129,20 +185,24 @@ class BackgroundBuild:
                 os.unlink(path)  # the child removes it once read
 
 
-def _prepare_build() -> None:
+def _prepare_build(cancelled: Callable[[], bool]) -> None:
     """Do here, off the caller's thread, what the caller's build would do first.
 
     The imports (~1.4 s), and inductor's check that the compiler and CPU support the
     vector ISA it will pick (a g++ build and a child Python, cached per process; see
     :mod:`~gpuvec_envs.compiler.passes.isa_probe`). Neither patches any state, so both
-    are safe on this thread; a failure is left to the build.
+    are safe on this thread; a failure is left to the build. Each step is skipped once
+    ``cancelled()`` (interpreter exit waits for this thread).
     """
     try:
+        if cancelled():
+            return
         import torch._inductor.compile_fx  # noqa: F401
 
         from gpuvec_envs.compiler.passes import isa_probe
 
-        isa_probe.picked_isa()
+        if not cancelled():
+            isa_probe.picked_isa()
     except Exception:  # noqa: BLE001, S110 - the caller's build meets it again and reports it
         pass
 
@@ -159,8 +219,18 @@ def _payload(job: Callable[[], Any]) -> bytes | None:
 
 @atexit.register
 def _cancel_all() -> None:
-    for build in list(_LIVE):
+    """At exit: kill every child, stop the builds' threads and wait for them (module doc)."""
+    builds = list(_LIVE)
+    for build in builds:
         build.cancel()
+    deadline = time.monotonic() + EXIT_JOIN_S
+    for build in builds:
+        if build.join(0.05):
+            continue
+        if INTERRUPT_AT_EXIT and not build.interrupt():
+            _log.debug("gpuvec: could not interrupt a compile thread at exit; waiting for it")
+        if not build.join(max(0.0, deadline - time.monotonic())):
+            _log.warning("gpuvec: a compile thread was still running at exit")
 
 
 def _exit_with_parent() -> None:
