@@ -150,6 +150,9 @@ class EagerMathLog:
         if self.routed:
             counts = ", ".join(f"{k} x{v}" for k, v in self.routed.items())
             done.append(f"ATen's kernels, not fused: {counts}")
+        elif self.routable:  # inductor's cache served the code: it did not lower again
+            ops = ", ".join(self.routable)
+            done.append(f"ATen's kernels, not fused: {ops} (inductor's cached code)")
         if not done:
             why = "no float operation that inductor computes differently from eager"
             return PassResult(NAME, "not_needed", why)
