@@ -251,6 +251,7 @@ def _compile(
     pass's result if it did not apply (``None`` if it did) and the ``dynamic_batch``
     pass's result. ``math_log`` receives what the ``eager_math`` pass found and did.
     """
+    from torch._dynamo.utils import counters
     from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -320,7 +321,9 @@ def _compile(
         ):
             if compiler.eager_math and math_log.routable:
                 math_log.why_not = routing.enter_context(eager_math.eager_kernels(math_log))
+            hits = counters["inductor"]["fxgraph_cache_hit"]
             compiled = compile_fx(graph, fake_inputs, inner_compile=inner_compile)
+            math_log.cached = counters["inductor"]["fxgraph_cache_hit"] > hits
     return compiled, inner, inputs, wrap_skipped, dynamic
 
 

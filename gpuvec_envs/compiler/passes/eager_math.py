@@ -125,6 +125,9 @@ class EagerMathLog:
     cuda: bool = False  # a CUDA graph: CUDA_CONFIG set, divisions by numbers rewritten
     divisions: int = 0
     missing: list[str] = dataclasses.field(default_factory=list)
+    #: Inductor's FX graph cache served the code (built with these lowerings: the cache
+    #: key has them), so nothing was lowered and :attr:`routed` stays empty.
+    cached: bool = False
 
     def result(self, on: bool) -> PassResult:
         """The ``eager_math`` pass's outcome (:func:`exact` reads it)."""
@@ -150,6 +153,12 @@ class EagerMathLog:
         if self.routed:
             counts = ", ".join(f"{k} x{v}" for k, v in self.routed.items())
             done.append(f"ATen's kernels, not fused: {counts}")
+        elif self.routable and self.cached:
+            ops = ", ".join(self.routable)
+            done.append(f"ATen's kernels, not fused: {ops} (inductor's cached code)")
+        elif self.routable:  # lowered, but not through the patched lowerings
+            ops = ", ".join(self.routable)
+            return PassResult(NAME, "failed", f"{ops} not routed to ATen: {DIFFERS}")
         if not done:
             why = "no float operation that inductor computes differently from eager"
             return PassResult(NAME, "not_needed", why)

@@ -85,11 +85,13 @@ def sincos(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sin x, cos x)`` of a float32 or float64 tensor ``x`` [rad]; each of ``x``'s shape."""
     quadrant, y0, y1 = _reduce(x)
     s, c = _kernels(y0, y1)
-    # quadrant 1: (c, -s), 2: (-s, -c), 3: (-c, s)
-    swap = (quadrant == 1.0) | (quadrant == 3.0)
+    # quadrant 1: (c, -s), 2: (-s, -c), 3: (-c, s). Each mask is one comparison: inductor's
+    # float64 C++ turns ``mask | mask`` into casts between double and int32 vector masks,
+    # which made this function ~5x slower in float64 (float32 alike either way).
+    swap = quadrant - 2.0 * torch.floor(quadrant * 0.5) != 0.0  # quadrant 1 or 3
     sin_abs, cos_abs = torch.where(swap, c, s), torch.where(swap, s, c)
     sin = torch.where(quadrant >= 2.0, -sin_abs, sin_abs)
-    cos = torch.where((quadrant == 1.0) | (quadrant == 2.0), -cos_abs, cos_abs)
+    cos = torch.where(torch.abs(quadrant - 1.5) < 1.0, -cos_abs, cos_abs)  # quadrant 1 or 2
     return sin, cos
 
 
