@@ -132,15 +132,16 @@ REPORT = (
 
 
 #: ``--suite mujoco``: gymnasium's MuJoCo tasks on the CPU (needs the ``mujoco`` extra)
-#: against gymnasium's SyncVectorEnv and the engine's physics alone.
+#: against gymnasium's SyncVectorEnv, EnvPool's MuJoCo tasks (where installed) and the
+#: engine's physics alone.
 MUJOCO_REPORT = (
     Section(
         "mujoco",
         "MuJoCo v5 (CPU)",
         tuple(f"gpuvec/{name}-v5" for name in ("HalfCheetah", "Hopper", "Ant", "Humanoid")),
         (1, 64, 1024, 4096),
-        peers=("sync",),
-        peer_max_envs=64,
+        peers=("sync", "envpool"),
+        peer_max_envs=1024,
         gymnax=False,
         physics_bound=True,
     ),
