@@ -208,6 +208,13 @@ REGISTRY: tuple[EnvEntry, ...] = (
         compiler=_SEAQUEST,
     ),
     *MINIGRID,
+    # Craftax-Classic (craftax 1.6.1): the time limit is craftax's max_timesteps
+    EnvEntry(
+        "gpuvec/Craftax-Classic-Symbolic-v1",
+        "gpuvec_envs.envs.craftax.classic:CraftaxClassicSymbolic",
+        10000,
+        "Craftax-Classic-Symbolic-v1",
+    ),
 )
 
 

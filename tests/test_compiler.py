@@ -10,6 +10,7 @@ import gymnasium as gym
 import pytest
 import torch
 from compile_checks import assert_fast_path, expected_lean_wrapper
+from registry_ids import PER_ID
 from shift_register import FIELDS, ShiftRegister
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
@@ -376,7 +377,7 @@ def _actions(space: gym.Space, n: int, gen: torch.Generator) -> torch.Tensor:
 
 #: One ID per env class, its newest version (v0 and v1 of CartPole and of each MinAtar game
 #: differ only in parameters); MountainCar and MountainCarContinuous have only a v0.
-ONE_ID_PER_ENV = sorted({e.env_def: e.id for e in REGISTRY}.values())
+ONE_ID_PER_ENV = sorted({e.env_def: e.id for e in PER_ID}.values())
 
 
 @pytest.mark.slow

@@ -251,7 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="autotune: seconds per env; candidates that would run past it are skipped",
     )
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--suite", choices=["report", "gpu"], default=None, help="run a named sweep")
+    p.add_argument(
+        "--suite", choices=["report", "gpu", "craftax"], default=None, help="run a named sweep"
+    )
     return p
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from gpuvec_envs.bench import measure, peer_gymnax, peer_navix
+from gpuvec_envs.bench import measure, peer_craftax, peer_gymnax, peer_navix
 from gpuvec_envs.bench.measure import LinearPolicy, Opened, Result
 
 #: Note stored in every report about the conditions it was measured in.
@@ -57,6 +57,9 @@ class Section:
         competitor: Busy processes (``while True: pass``) running while the section is
             timed (set up before they start), to measure speed on a contended CPU.
         navix: Also time navix's ``jit(vmap(step))`` at every ``num_envs`` (MiniGrid).
+        craftax: Also time craftax's ``jit(vmap(step))`` without and with its autoreset at
+            every ``num_envs`` (Craftax-Classic).
+        backend: gpuvec's backend for this section (``None``: the report's).
     """
 
     name: str
@@ -71,6 +74,8 @@ class Section:
     num_threads: tuple[int | str, ...] = ("auto",)
     competitor: int = 0
     navix: bool = False
+    craftax: bool = False
+    backend: str | None = None
 
 
 CLASSIC = (
@@ -129,6 +134,19 @@ REPORT = (
 
 
 #: The GPU report's sections (``--suite gpu``): gymnax's and navix's envs at large N.
+#: ``--suite craftax``: Craftax-Classic beside craftax 1.6.1's ``jit(vmap(step))``.
+CRAFTAX_REPORT = (
+    Section(
+        "craftax",
+        "Craftax-Classic-Symbolic-v1 beside craftax 1.6.1 (jax, CPU)",
+        ("gpuvec/Craftax-Classic-Symbolic-v1",),
+        (64, 1024),
+        peers=(),
+        gymnax=False,
+        craftax=True,
+        backend="eager",
+    ),
+)
 GPU_REPORT = (
     Section(
         "gpu_cartpole",
@@ -271,6 +289,11 @@ def _jobs(section: Section, backend: str) -> list[tuple[str, dict[str, Any]]]:
         jobs += [("gymnax-step", dict(num_envs=n)) for n in section.num_envs]
     if section.navix:
         jobs += [("navix-step", dict(num_envs=n)) for n in section.num_envs]
+    if section.craftax:
+        jobs += [("craftax-step", dict(num_envs=n)) for n in section.num_envs]
+        # craftax's autoreset builds N worlds per call (~46 s at N=1024 on 2 cores): the
+        # smallest N only, which the timing's 12 calibration calls can afford
+        jobs.append(("craftax-step", dict(num_envs=min(section.num_envs), autoreset=True)))
     for peer in section.peers:
         if peer == "numpy":
             sizes = list(section.num_envs)
@@ -291,6 +314,8 @@ def _open(kind: str, env_id: str, kw: dict[str, Any], device: str) -> Opened | N
         return peer_gymnax.open_gymnax_rollout(env_id, **kw)
     if kind == "navix-step":
         return peer_navix.open_navix_step(env_id, **kw)
+    if kind == "craftax-step":
+        return peer_craftax.open_craftax_step(env_id, **kw)
     return measure.open_peer(env_id, **kw)
 
 
@@ -313,8 +338,10 @@ def run_section(
     results: list[Result] = []
     gymnax_reason = peer_gymnax.gymnax_missing() if section.gymnax else None
     navix_reason = peer_navix.navix_missing() if section.navix else None
-    notes += [r for r in (gymnax_reason, navix_reason) if r is not None]
-    missing = {"gymnax": gymnax_reason, "navix": navix_reason}
+    craftax_reason = peer_craftax.craftax_missing() if section.craftax else None
+    notes += [r for r in (gymnax_reason, navix_reason, craftax_reason) if r is not None]
+    missing = {"gymnax": gymnax_reason, "navix": navix_reason, "craftax": craftax_reason}
+    backend = section.backend or backend
     for env_id in section.envs:
         opened: list[Opened] = []
         scale: list[int] = []
@@ -551,13 +578,13 @@ def gpu_extras(*, min_time: float, log: Any = sys.stderr) -> dict[str, Any]:
 
 
 def main_suite(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
-    """``gpuvec-bench --suite report|gpu``: run :data:`REPORT` (or :data:`GPU_REPORT`).
+    """``gpuvec-bench --suite report|gpu|craftax``: run :data:`REPORT` (or the others).
 
     ``--min-time``, ``--repeats``, ``--device`` and ``--threads`` apply; the sweep's envs
     and sizes are the report's own. ``gpu`` runs on CUDA and adds :func:`gpu_extras`.
     """
-    if args.suite not in ("report", "gpu"):
-        raise ValueError(f"unknown suite {args.suite!r}; suites: report, gpu")
+    if args.suite not in ("report", "gpu", "craftax"):
+        raise ValueError(f"unknown suite {args.suite!r}; suites: report, gpu, craftax")
     if not args.json_path:
         raise ValueError(f"--suite {args.suite} needs --json PATH")
     words = sys.argv[1:] if argv is None else list(argv)
@@ -565,7 +592,7 @@ def main_suite(args: argparse.Namespace, argv: Sequence[str] | None = None) -> i
     if gpu and not torch.cuda.is_available():
         raise ValueError("--suite gpu needs a CUDA device")
     report = run_report(
-        GPU_REPORT if gpu else REPORT,
+        GPU_REPORT if gpu else CRAFTAX_REPORT if args.suite == "craftax" else REPORT,
         min_time=args.min_time,
         repeats=args.repeats,
         device="cuda" if gpu else args.device,
