@@ -261,16 +261,17 @@ def test_reset_and_trajectory_equal_craftax(ref):
 
 
 def test_varied_states_step_like_craftax(ref):
-    """From 8 varied injected states (low health, mobs near, border players): 10 steps of
-    obs, reward and ``done`` equal, deaths included (DISABLED autoreset)."""
+    """From 4 varied injected states (low health, mobs near, border players): 10 steps of
+    obs, reward and ``done`` equal, deaths included (DISABLED autoreset). N=4 as the other
+    tests, so that the reference's jit is shared."""
     import torch.utils._pytree as pt
 
-    env = make(8, autoreset_mode="disabled", validate=False)
+    env = make(4, autoreset_mode="disabled", validate=False)
     env.reset(seed=0)
-    states = ref.common.random_states(77, 8)
+    states = ref.common.random_states(77, 4)
     env.set_env_state(states)
     theirs = ref.common.to_craftax(states)
-    acts = _actions(5, 10, 8)
+    acts = _actions(5, 10, 4)
     ended = 0
     for t in range(10):
         obs, reward, term, trunc, _ = env.step(acts[t])
@@ -280,6 +281,7 @@ def test_varied_states_step_like_craftax(ref):
         np.testing.assert_array_equal(term.numpy(), np.asarray(done), f"step {t}")
         ended += int(term.sum())
     assert len(pt.tree_leaves(env.state.env)) == 38
+    assert ended > 0  # the injected states include deaths
     ref.common.check_state(env.state.env, theirs)
 
 

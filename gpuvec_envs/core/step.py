@@ -48,8 +48,9 @@ class StepOut(NamedTuple):
     final_obs: torch.Tensor | None  # SAME_STEP: (N, *obs_shape) obs before the autoreset
     # with StepConfig.check_finite: 0-dim float64, 0 if every float output is finite, else NaN
     probe: torch.Tensor | None = None
-    # EnvDef.episode_info of the state before the autoreset ({name: (N, ...)}), or None
-    episode: dict[str, torch.Tensor] | None = None
+    # the values of EnvDef.episode_info (a tuple: the compiler's pytrees hold no dicts) of the
+    # state before the autoreset, or None
+    episode: tuple[torch.Tensor, ...] | None = None
     # with StepConfig.reset_outside: (N,) bool, the envs :func:`reset_rows` resets now
     resets: torch.Tensor | None = None
 
@@ -129,6 +130,7 @@ def pure_step(
     final_obs = None
     needs_reset = state.needs_reset
     episode = env_def.episode_info(params, env)
+    episode = tuple(episode.values()) if episode else None
     pending = None
     if mode is AutoresetMode.DISABLED:
         obs = env_def.observation(params, env)

@@ -171,6 +171,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         # steps of earlier params, so that set_params back to them reuses their graphs
         self._steps_by_params: dict[Any, Backend] = {}
         self._state: ShellState | None = None
+        self._episode_names: tuple[str, ...] | None = None  # EnvDef.episode_info's keys
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -428,9 +429,12 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 "final_info": {},
                 "_final_info": done,
             }
-        for name, value in (out.episode or {}).items():
-            info[name] = value
-            info["_" + name] = done
+        if out.episode:
+            if self._episode_names is None:  # the env's static keys, once
+                self._episode_names = tuple(self.env_def.episode_info(self.params, out.state.env))
+            for name, value in zip(self._episode_names, out.episode, strict=True):
+                info[name] = value
+                info["_" + name] = done
         return self._user_obs(out.obs), out.reward, terminated, truncated, info
 
     # -- checkpoints and numerical faults -------------------------------------------------
