@@ -55,6 +55,17 @@ def test_spaces_and_registry():
     assert obs.shape == (3, 1345) and obs.dtype == torch.float32 and info == {}
 
 
+def test_step_keeps_the_state_layout():
+    """Every field of a step's state has the shape, dtype and strides it came with (what the
+    compiled backend's in-place state strategy needs)."""
+    env = make(3)
+    env.reset(seed=0)
+    s = env.state.env
+    nxt, _, _ = env.env_def.step(env.params, s, torch.zeros(3, dtype=torch.int64), None)
+    for name, a, b in zip(s._fields, s, nxt, strict=True):
+        assert (a.shape, a.dtype, a.stride()) == (b.shape, b.dtype, b.stride()), name
+
+
 def test_seed_map_round_trips():
     seeds = torch.tensor([0, 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1, 123456789012345])
     assert torch.equal(seeds_from_keys(*keys_from_seeds(seeds)), seeds)
@@ -315,11 +326,9 @@ def test_autoreset_world_is_the_documented_key(ref):
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("seed", [100, 200, 300])
-def test_long_trajectories_equal_craftax(ref, seed):
-    """8 worlds (seeds s..s+7) x 300 random steps: obs, reward, done at every step."""
-    env = make(8, validate=False)
-    _compare_trajectory(ref, env, seed, 300, seed)
+def test_long_trajectories_equal_craftax(ref):
+    """4 worlds (seeds 100-103) x 300 random steps: obs, reward, done at every step."""
+    _compare_trajectory(ref, make(4, validate=False), 100, 300, 100)
 
 
 @pytest.mark.heavy

@@ -161,6 +161,8 @@ class CraftaxClassicSymbolic(EnvDef[CraftaxState, CraftaxParams]):
     ) -> tuple[CraftaxState, torch.Tensor, torch.Tensor]:
         """``craftax_step(state.state_rng, state, action)``; terminated: dead or in lava."""
         state, reward = craftax_step(state.state_rng, state, action, params)
+        # the new key is a column of a split: contiguous, so the state keeps its layout
+        state = state._replace(state_rng=state.state_rng.contiguous())
         in_lava = get_cell(state.map, state.player_position) == int(BlockType.LAVA)
         return state, reward, in_lava | (state.player_health <= 0)
 
