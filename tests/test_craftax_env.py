@@ -157,6 +157,17 @@ def test_episode_end_info_and_score():
     assert r.tolist() == [0, 0] and not (term | trunc).any() and not info["_achievements"].any()
 
 
+def test_single_env_reports_the_achievements_at_the_end():
+    env = gym.make(ID, backend="eager")
+    env.reset(seed=4)
+    vec = env.unwrapped.vector_env
+    obs, r, term, trunc, info = env.step(0)
+    assert obs.shape == (1345,) and info == {}
+    vec.set_env_state(_dying(vec.state.env))
+    _, _, term, _, info = env.step(0)
+    assert term and info["achievements"].shape == (22,) and info["achievements"].dtype == bool
+
+
 def test_bad_inputs_raise_and_leave_the_state():
     env = make(2)
     env.reset(seed=1)

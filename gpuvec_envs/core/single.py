@@ -65,8 +65,13 @@ class GpuEnv(gym.Env):
             batched = action.reshape(1, *action.shape)
         else:
             batched = np.asarray(action)[None]
-        obs, reward, term, trunc, _ = self._vec.step(batched)
-        return self._row(obs), float(reward[0]), bool(term[0]), bool(trunc[0]), {}
+        obs, reward, term, trunc, vinfo = self._vec.step(batched)
+        info = {  # the env's episode_info values, at an episode's end
+            k: v[0].cpu().numpy()
+            for k, v in vinfo.items()
+            if k in (self._vec._episode_names or ()) and bool(vinfo["_" + k][0])
+        }
+        return self._row(obs), float(reward[0]), bool(term[0]), bool(trunc[0]), info
 
     def _row(self, obs: torch.Tensor) -> Any:
         """The one env's observation on the host (through the view, if any)."""
