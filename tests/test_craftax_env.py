@@ -4,8 +4,8 @@ Reference: ``CraftaxClassicSymbolicEnvNoAutoReset`` under ``jit(vmap)`` in batch
 8 envs (jax 0.10.2's vmapped world generation repeats its noise past 8 envs; see
 tests/test_craftax.py), reset from ``PRNGKey(seed)`` and stepped with each state's own key
 ``state.state_rng``, as the env documents. Unmarked tests run eagerly at small N (one jit
-of the reference's reset and step per module); the compiled backend and longer sweeps are
-``heavy``.
+of the reference's reset and step per module); a longer sweep is ``heavy``, the compiled
+backend ``slow`` (its compile takes tens of minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -342,9 +342,11 @@ def test_long_trajectories_equal_craftax(ref):
     _compare_trajectory(ref, make(4, validate=False), 100, 300, 100)
 
 
-@pytest.mark.heavy
+@pytest.mark.slow
 def test_compiled_equals_eager():
-    """backend="compile" steps bitwise like eager (SAME_STEP, resets included)."""
+    """backend="compile" steps bitwise like eager (SAME_STEP, resets included).
+
+    ``slow``: compiling the step took over 20 CPU minutes on 2 cores (docs/craftax.md)."""
     envs = [make(4, backend=b, autoreset_mode="same_step") for b in ("compile", "eager")]
     acts = _actions(6, 12, 4)
     for e in envs:
