@@ -242,6 +242,15 @@ REGISTRY: tuple[EnvEntry, ...] = (
     ),
     *MINIGRID,
     *MUJOCO,
+    # Craftax-Classic (craftax 1.6.1): the time limit is craftax's max_timesteps. Eager by
+    # default: inductor did not finish compiling its step within 35 min on 2 cores.
+    EnvEntry(
+        "gpuvec/Craftax-Classic-Symbolic-v1",
+        "gpuvec_envs.envs.craftax.classic:CraftaxClassicSymbolic",
+        10000,
+        "Craftax-Classic-Symbolic-v1",
+        kwargs={"backend": "eager"},
+    ),
 )
 
 

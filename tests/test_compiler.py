@@ -10,6 +10,7 @@ import gymnasium as gym
 import pytest
 import torch
 from compile_checks import assert_fast_path, expected_lean_wrapper
+from registry_ids import PER_ID
 from shift_register import FIELDS, ShiftRegister
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
@@ -26,7 +27,7 @@ from gpuvec_envs.compiler import (
 from gpuvec_envs.compiler.options import from_env
 from gpuvec_envs.compiler.passes import cpp_schedule
 from gpuvec_envs.core.vector import GpuVecEnv
-from gpuvec_envs.registry import MUJOCO, REGISTRY
+from gpuvec_envs.registry import REGISTRY
 
 # -- switches -------------------------------------------------------------------------------
 
@@ -375,7 +376,7 @@ def _actions(space: gym.Space, n: int, gen: torch.Generator) -> torch.Tensor:
 
 #: One ID per env class, its newest version (v0 and v1 of CartPole and of each MinAtar game
 #: differ only in parameters); MountainCar and MountainCarContinuous have only a v0.
-ONE_ID_PER_ENV = sorted({e.env_def: e.id for e in REGISTRY if e not in MUJOCO}.values())
+ONE_ID_PER_ENV = sorted({e.env_def: e.id for e in PER_ID}.values())
 
 
 @pytest.mark.slow

@@ -14,18 +14,18 @@ import textwrap
 import gymnasium as gym
 import pytest
 import torch
+from registry_ids import PER_ID
 from torch.utils import _pytree as pytree
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
 from gpuvec_envs.core.rng import STEP, Rng, keys_from_seeds
-from gpuvec_envs.registry import MUJOCO, REGISTRY
 
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 #: One registered ID per env class (the first).
-CLASS_REPS = list({e.env_def: e.id for e in reversed(REGISTRY) if e not in MUJOCO}.values())
+CLASS_REPS = list({e.env_def: e.id for e in reversed(PER_ID)}.values())
 #: Env classes whose state is all integers: bitwise equal on every device and path.
 FLOAT = ("CartPole", "Pendulum", "MountainCar", "Acrobot")
 N = 64
@@ -168,7 +168,7 @@ def test_a_cpu_checkpoint_runs_on_in_a_cuda_graph_and_back(env_id: str) -> None:
                 torch.testing.assert_close(u, v, rtol=0, atol=1e-8)
 
 
-@pytest.mark.parametrize("env_id", [e.id for e in REGISTRY if e not in MUJOCO])
+@pytest.mark.parametrize("env_id", [e.id for e in PER_ID])
 def test_every_id_renders_on_cuda_as_on_cpu(env_id: str) -> None:
     cpu = gym.make_vec(env_id, num_envs=4, backend="eager", render_mode="rgb_array").unwrapped
     gpu = gym.make_vec(

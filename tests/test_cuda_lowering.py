@@ -15,10 +15,11 @@ import re
 import gymnasium as gym
 import pytest
 import torch
+from registry_ids import PER_ID
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
 from gpuvec_envs.compiler import compile_flat, fake_cuda, flat
-from gpuvec_envs.registry import MINIGRID, MUJOCO, REGISTRY
+from gpuvec_envs.registry import MINIGRID
 
 WHY = fake_cuda.unavailable()
 pytestmark = pytest.mark.skipif(
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.skipif(
 )
 N = 64
 #: One registered ID per env class (the first): generated down to Triton code.
-CLASS_REPS = list({e.env_def: e.id for e in reversed(REGISTRY) if e not in MUJOCO}.values())
+CLASS_REPS = list({e.env_def: e.id for e in reversed(PER_ID)}.values())
 #: Classes whose code generation takes 30-40 s on 2 cores: lowered only, in CI.
 HEAVY = ("Seaquest", "KeyCorridor", "Unlock")
 #: Kernels at most of a NextStep step, where placements read no grid (``FreeCells``).
@@ -49,7 +50,7 @@ def _heavy(env_id: str) -> bool:
 #: that two workers do not end on one of them (KeyCorridor's lowering alone takes ~90 s).
 LOWERED = _slow_if(
     sorted(
-        (e.id for e in REGISTRY if e not in MUJOCO and (e.id not in CLASS_REPS or _heavy(e.id))),
+        (e.id for e in PER_ID if e.id not in CLASS_REPS or _heavy(e.id)),
         key=lambda i: not _heavy(i),
     ),
     lambda i: i in MINIGRID_SIZES,

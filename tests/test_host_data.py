@@ -16,15 +16,15 @@ import traceback
 import gymnasium as gym
 import pytest
 import torch
+from registry_ids import PER_ID
 from torch.overrides import TorchFunctionMode
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
 from gpuvec_envs.core.rng import RESET, Rng, keys_from_seeds
 from gpuvec_envs.core.step import pure_step
-from gpuvec_envs.registry import MUJOCO, REGISTRY
 
 #: One registered ID per env class (the first).
-CLASS_REPS = list({e.env_def: e.id for e in reversed(REGISTRY) if e not in MUJOCO}.values())
+CLASS_REPS = list({e.env_def: e.id for e in reversed(PER_ID)}.values())
 T = torch.Tensor
 #: Calls that make a tensor of host data or read device values back.
 HOST = {

@@ -28,9 +28,10 @@ last observation (the transition's ``"next"`` observation) and their first obser
 the new episode. The ``_reset`` that TorchRL sends for the finished envs then only hands
 back the observations computed by that step: no second pass over the batch, no Python loop
 over envs, and no value read back to the host in ``_step``. One-hot actions are decoded to
-indices in that compiled call too (its ``pre``), so they add no op of their own. ``_reset`` reads one flag back:
-whether the mask names envs that did not just finish (a ``"_reset"`` mask of your own);
-those go through the engine's masked reset (``reset_mask``), which runs eagerly.
+indices in that compiled call too (its ``pre``), so they add no op of their own.
+``_reset`` reads one flag back: whether the mask names envs that did not just finish (a
+``"_reset"`` mask of your own); those go through the engine's masked reset
+(``reset_mask``), which runs eagerly.
 """
 
 from __future__ import annotations

@@ -252,7 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument(
-        "--suite", choices=["report", "gpu", "mujoco"], default=None, help="run a named sweep"
+        "--suite",
+        choices=["report", "gpu", "mujoco", "craftax"],
+        default=None,
+        help="run a named sweep",
     )
     return p
 

@@ -28,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from gpuvec_envs.bench import measure, peer_gymnax, peer_navix
+from gpuvec_envs.bench import measure, peer_craftax, peer_gymnax, peer_navix
 from gpuvec_envs.bench.measure import LinearPolicy, Opened, Result
 
 #: Note stored in every report about the conditions it was measured in.
@@ -59,6 +59,9 @@ class Section:
         physics_bound: Also time the env's MuJoCo engine alone at every ``num_envs``
             (:mod:`gpuvec_envs.bench.peer_mujoco`).
         navix: Also time navix's ``jit(vmap(step))`` at every ``num_envs`` (MiniGrid).
+        craftax: Also time craftax's ``jit(vmap(step))`` without and with its autoreset at
+            every ``num_envs`` (Craftax-Classic).
+        backend: gpuvec's backend for this section (``None``: the report's).
     """
 
     name: str
@@ -74,6 +77,8 @@ class Section:
     competitor: int = 0
     navix: bool = False
     physics_bound: bool = False
+    craftax: bool = False
+    backend: str | None = None
 
 
 CLASSIC = (
@@ -149,6 +154,19 @@ MUJOCO_REPORT = (
 
 
 #: The GPU report's sections (``--suite gpu``): gymnax's and navix's envs at large N.
+#: ``--suite craftax``: Craftax-Classic beside craftax 1.6.1's ``jit(vmap(step))``.
+CRAFTAX_REPORT = (
+    Section(
+        "craftax",
+        "Craftax-Classic-Symbolic-v1 beside craftax 1.6.1 (jax, CPU)",
+        ("gpuvec/Craftax-Classic-Symbolic-v1",),
+        (64, 1024),
+        peers=(),
+        gymnax=False,
+        craftax=True,
+        backend="eager",
+    ),
+)
 GPU_REPORT = (
     Section(
         "gpu_cartpole",
@@ -293,6 +311,11 @@ def _jobs(section: Section, backend: str) -> list[tuple[str, dict[str, Any]]]:
         jobs += [("navix-step", dict(num_envs=n)) for n in section.num_envs]
     if section.physics_bound:
         jobs += [("physics-bound", dict(num_envs=n)) for n in section.num_envs]
+    if section.craftax:
+        jobs += [("craftax-step", dict(num_envs=n)) for n in section.num_envs]
+        # craftax's autoreset builds N worlds per call (~46 s at N=1024 on 2 cores): the
+        # smallest N only, which the timing's 12 calibration calls can afford
+        jobs.append(("craftax-step", dict(num_envs=min(section.num_envs), autoreset=True)))
     for peer in section.peers:
         if peer == "numpy":
             sizes = list(section.num_envs)
@@ -317,6 +340,8 @@ def _open(kind: str, env_id: str, kw: dict[str, Any], device: str) -> Opened | N
         from gpuvec_envs.bench import peer_mujoco  # imports nothing of MuJoCo's itself
 
         return peer_mujoco.open_physics_bound(env_id, **kw)
+    if kind == "craftax-step":
+        return peer_craftax.open_craftax_step(env_id, **kw)
     return measure.open_peer(env_id, **kw)
 
 
@@ -339,8 +364,10 @@ def run_section(
     results: list[Result] = []
     gymnax_reason = peer_gymnax.gymnax_missing() if section.gymnax else None
     navix_reason = peer_navix.navix_missing() if section.navix else None
-    notes += [r for r in (gymnax_reason, navix_reason) if r is not None]
-    missing = {"gymnax": gymnax_reason, "navix": navix_reason}
+    craftax_reason = peer_craftax.craftax_missing() if section.craftax else None
+    notes += [r for r in (gymnax_reason, navix_reason, craftax_reason) if r is not None]
+    missing = {"gymnax": gymnax_reason, "navix": navix_reason, "craftax": craftax_reason}
+    backend = section.backend or backend
     for env_id in section.envs:
         opened: list[Opened] = []
         scale: list[int] = []
@@ -577,23 +604,28 @@ def gpu_extras(*, min_time: float, log: Any = sys.stderr) -> dict[str, Any]:
 
 
 def main_suite(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
-    """``gpuvec-bench --suite report|gpu|mujoco``: run that suite's sections.
+    """``gpuvec-bench --suite report|gpu|mujoco|craftax``: run that suite's sections.
 
-    :data:`REPORT`, :data:`GPU_REPORT` or :data:`MUJOCO_REPORT`.
+    :data:`REPORT`, :data:`GPU_REPORT`, :data:`MUJOCO_REPORT` or :data:`CRAFTAX_REPORT`.
     ``--min-time``, ``--repeats``, ``--device`` and ``--threads`` apply; the sweep's envs
     and sizes are the report's own. ``gpu`` runs on CUDA and adds :func:`gpu_extras`.
     """
-    if args.suite not in ("report", "gpu", "mujoco"):
-        raise ValueError(f"unknown suite {args.suite!r}; suites: report, gpu, mujoco")
+    suites = {
+        "report": REPORT,
+        "gpu": GPU_REPORT,
+        "mujoco": MUJOCO_REPORT,
+        "craftax": CRAFTAX_REPORT,
+    }
+    if args.suite not in suites:
+        raise ValueError(f"unknown suite {args.suite!r}; suites: {', '.join(suites)}")
     if not args.json_path:
         raise ValueError(f"--suite {args.suite} needs --json PATH")
     words = sys.argv[1:] if argv is None else list(argv)
     gpu = args.suite == "gpu"
     if gpu and not torch.cuda.is_available():
         raise ValueError("--suite gpu needs a CUDA device")
-    sections = {"report": REPORT, "gpu": GPU_REPORT, "mujoco": MUJOCO_REPORT}[args.suite]
     report = run_report(
-        sections,
+        suites[args.suite],
         min_time=args.min_time,
         repeats=args.repeats,
         device="cuda" if gpu else args.device,

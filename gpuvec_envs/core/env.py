@@ -71,6 +71,11 @@ class EnvDef(abc.ABC, Generic[State, Params]):
     #: As ``gymnasium.Env.metadata``; list ``"rgb_array"`` in ``"render_modes"`` only if
     #: :meth:`render` is implemented.
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    #: True for an env whose :meth:`reset` costs far more than a step (procedural worlds):
+    #: the shell then resets, after each step, only the envs that reset (one host read of
+    #: the reset mask per step) instead of building N new states inside every step and
+    #: selecting; the outputs are the same bit for bit.
+    costly_reset: ClassVar[bool] = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> EnvDef:
         """Create an instance after checking :attr:`params_type` (see :func:`check_params_type`)."""
@@ -168,6 +173,15 @@ class EnvDef(abc.ABC, Generic[State, Params]):
         Returns:
             ``{name: (N, ...) tensor}``, the same keys, shapes and dtypes for every state;
             ``None`` (default): no terms.
+        """
+        return None
+
+    def episode_info(self, params: Params, state: State) -> dict[str, torch.Tensor] | None:
+        """Per-env values for ``info`` at an episode's end; optional.
+
+        Computed inside the step from the state before the autoreset; ``step()`` puts each
+        ``(N, ...)`` tensor in ``info[name]`` with the mask ``info["_" + name]`` (bool
+        ``(N,)``: the episode ended at this step). ``None`` (default): nothing.
         """
         return None
 

@@ -168,6 +168,35 @@ def keys_from_seeds(seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return key0, key1
 
 
+_INV1 = 0x43021123  # inverse multipliers of lowbias32 (hash32)
+_INV2 = 0x1D69E2A5
+
+
+def _mul32_int64(x: torch.Tensor, c: int) -> torch.Tensor:
+    """``(x * c) mod 2**32`` for int64 ``x`` in ``[0, 2**32)``; no product leaves int64."""
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & MASK32
+
+
+def _unhash32(x: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`hash32` on int64 values in ``[0, 2**32)``."""
+    x = x ^ (x >> 16)
+    x = _mul32_int64(x, _INV1)
+    x = x ^ (x >> 15) ^ (x >> 30)
+    x = _mul32_int64(x, _INV2)
+    return x ^ (x >> 16)
+
+
+def seeds_from_keys(key0: torch.Tensor, key1: torch.Tensor) -> torch.Tensor:
+    """The seeds whose :func:`keys_from_seeds` are ``(key0, key1)``: int64, shape of the keys.
+
+    For envs whose randomness follows a reference's own seeding (a JAX key made from the
+    seed, as Craftax): :attr:`Rng.key0`/:attr:`Rng.key1` give the keys of each env.
+    """
+    hi = _unhash32(key1) ^ _SEED_SALT
+    lo = _unhash32(key0) ^ key1
+    return (hi << 32) | lo
+
+
 class Rng:
     """Random draws of one batch of envs at one counter value.
 
@@ -185,6 +214,9 @@ class Rng:
         self, key0: torch.Tensor, key1: torch.Tensor, counter: torch.Tensor, domain: int
     ) -> None:
         self._next = 0
+        #: The (N,) int64 key words and draw counter the draws come from (for an env that
+        #: derives its own reference stream from them: :func:`seeds_from_keys`).
+        self.key0, self.key1, self.counter = key0, key1, counter
         if on_host(counter, key0, key1):
             inner = _hash_np(_low32_np(counter) ^ _low32_np(key1) ^ np.uint32(domain))
             base = _hash_np(inner ^ _low32_np(key0))

@@ -66,7 +66,9 @@ class GpuEnv(gym.Env):
         else:
             batched = np.asarray(action)[None]
         obs, reward, term, trunc, info = self._vec.step(batched)
-        return self._row(obs), float(reward[0]), bool(term[0]), bool(trunc[0]), _info_row(info)
+        episode = self._vec._episode_names or ()
+        row = _info_row(info, episode)
+        return self._row(obs), float(reward[0]), bool(term[0]), bool(trunc[0]), row
 
     def _row(self, obs: torch.Tensor) -> Any:
         """The one env's observation on the host (through the view, if any)."""
@@ -84,10 +86,15 @@ class GpuEnv(gym.Env):
         self._vec.close()
 
 
-def _info_row(info: dict[str, Any]) -> dict[str, Any]:
-    """The one env's ``info`` terms (:meth:`EnvDef.info`) as host scalars and arrays."""
+def _info_row(info: dict[str, Any], episode: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The one env's ``info`` terms (:meth:`EnvDef.info`) as host scalars and arrays.
+
+    ``episode``: the :meth:`EnvDef.episode_info` names, kept only at an episode's end.
+    """
     out: dict[str, Any] = {}
     for key, value in info.items():
+        if key in episode and not bool(info["_" + key][0]):
+            continue
         if isinstance(value, torch.Tensor) and not key.startswith("_"):
             row = value[0].cpu().numpy()
             out[key] = row[()] if row.ndim == 0 else row

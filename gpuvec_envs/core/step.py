@@ -50,6 +50,11 @@ class StepOut(NamedTuple):
     probe: torch.Tensor | None = None
     info: dict[str, torch.Tensor] | None = None  # EnvDef.info of the returned state
     final_info: dict[str, torch.Tensor] | None = None  # SAME_STEP: EnvDef.info before reset
+    # the values of EnvDef.episode_info (a tuple: the compiler's pytrees hold no dicts) of the
+    # state before the autoreset, or None
+    episode: tuple[torch.Tensor, ...] | None = None
+    # with StepConfig.reset_outside: (N,) bool, the envs :func:`reset_rows` resets now
+    resets: torch.Tensor | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +66,8 @@ class StepConfig:
     frame_skip: int
     dtype: torch.dtype
     check_finite: bool = False  # compute StepOut.probe (step() with validate=True)
+    # leave the autoreset to :func:`reset_rows` after the step (EnvDef.costly_reset)
+    reset_outside: bool = False
 
 
 def as_flag(mask: torch.Tensor) -> torch.Tensor:
@@ -124,8 +131,19 @@ def pure_step(
     mode = cfg.autoreset_mode
     final_obs = final_info = None
     needs_reset = state.needs_reset
+    episode = env_def.episode_info(params, env)
+    episode = tuple(episode.values()) if episode else None
+    pending = None
     if mode is AutoresetMode.DISABLED:
         obs = env_def.observation(params, env)
+    elif cfg.reset_outside:  # flags and obs before the reset; reset_rows finishes the step
+        pending = needs_reset != 0 if mode is AutoresetMode.NEXT_STEP else terminated | truncated
+        obs = env_def.observation(params, env)
+        if mode is AutoresetMode.NEXT_STEP:
+            needs_reset = (terminated | truncated).to(torch.int32)
+        else:
+            final_obs = obs
+            final_info = env_def.info(params, env)
     else:
         # the envs that reset now; an eager host call that resets none skips the reset
         # (its draws feed nothing else), with the same outputs
@@ -167,7 +185,48 @@ def pure_step(
         finite_probe(checked) if cfg.check_finite else None,
         env_def.info(params, env),
         final_info,
+        episode,
+        pending,
     )
+
+
+def reset_rows(env_def: EnvDef, params: Any, cfg: StepConfig, out: StepOut) -> StepOut:
+    """Finish a :attr:`StepConfig.reset_outside` step: reset only the envs in ``out.resets``.
+
+    Runs eagerly after the step (it reads the mask back: one host synchronisation) and
+    builds new states for those envs only, from the draws they would have had inside the
+    step (each env's draws depend only on its own key and counter), so every output equals
+    the in-step autoreset's bit for bit. The state's tensors are updated in place.
+
+    Returns:
+        ``out`` with the reset envs' state, observation, flags and (``NEXT_STEP``) reward
+        replaced, and ``resets`` None.
+    """
+    idx = out.resets.nonzero().squeeze(1)
+    st = out.state
+    obs = out.obs
+    if idx.numel():
+        counter = st.counter[idx] - cfg.frame_skip  # the counter of the step's draws
+        rng = Rng(st.key0[idx], st.key1[idx], counter, RESET)
+        fresh = env_def.reset(params, rng, cfg.dtype, None)
+        env = pytree.tree_map(lambda a, b: a.index_copy(0, idx, b), st.env, fresh)
+        st = st._replace(env=env, elapsed=st.elapsed.index_fill(0, idx, 0))
+        obs = obs.index_copy(0, idx, env_def.observation(params, fresh))
+    elif out.final_obs is not None:
+        obs = obs.clone()  # final_obs and obs are distinct tensors
+    info = out.info
+    if info is not None and idx.numel():  # the terms of the states returned
+        fresh_info = env_def.info(params, fresh)
+        info = {k: v.index_copy(0, idx, fresh_info[k]) for k, v in info.items()}
+    out = out._replace(state=st, obs=obs, resets=None, info=info)
+    if cfg.autoreset_mode is AutoresetMode.NEXT_STEP and idx.numel():
+        out = out._replace(
+            state=st._replace(needs_reset=st.needs_reset.index_fill(0, idx, 0)),
+            reward=out.reward.index_fill(0, idx, 0),
+            terminated=out.terminated.index_fill(0, idx, 0),
+            truncated=out.truncated.index_fill(0, idx, 0),
+        )
+    return out
 
 
 def fused_post_step(

@@ -47,6 +47,7 @@ from gpuvec_envs.core.step import (
     contiguous,
     fused_post_step,
     pure_step,
+    reset_rows,
     user_obs,
 )
 from gpuvec_envs.render.viewer import HUMAN_MAX_ENVS, HumanWindow, tile
@@ -150,7 +151,13 @@ class GpuVecEnv(gym.vector.VectorEnv):
             self._window = HumanWindow(f"gpuvec {type(self.env_def).__name__}", fps)
         self.cfg = StepConfig(self.autoreset_mode, max_episode_steps, frame_skip, self.dtype)
         # the step() graph also computes the finite probe that validate reads
-        self._step_cfg = dataclasses.replace(self.cfg, check_finite=bool(validate))
+        # costly resets (EnvDef.costly_reset) run after the step, for the envs that reset only
+        self._reset_outside = bool(self.env_def.costly_reset) and (
+            self.autoreset_mode is not AutoresetMode.DISABLED
+        )
+        self._step_cfg = dataclasses.replace(
+            self.cfg, check_finite=bool(validate), reset_outside=self._reset_outside
+        )
         self.metadata = {**self.env_def.metadata, "autoreset_mode": self.autoreset_mode}
 
         self.single_observation_space = self.env_def.observation_space(self.params, self.dtype)
@@ -172,6 +179,7 @@ class GpuVecEnv(gym.vector.VectorEnv):
         # steps of earlier params, so that set_params back to them reuses their graphs
         self._steps_by_params: dict[Any, Backend] = {}
         self._state: ShellState | None = None
+        self._episode_names: tuple[str, ...] | None = None  # EnvDef.episode_info's keys
 
     # -- properties ---------------------------------------------------------------------
     @property
@@ -366,10 +374,16 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 counter = torch.where(mask, counter, old.counter)
         else:
             key0, key1, counter = old.key0, old.key1, old.counter
-        rng = Rng(key0, key1, counter, RESET)
-        fresh = contiguous(self.env_def.reset(self.params, rng, self.dtype, options or None))
         zeros = torch.zeros(n, dtype=torch.int32, device=dev)
-        state = ShellState(fresh, zeros, counter + 1, key0, key1, zeros.clone())
+        if self.env_def.costly_reset and old is not None and mask is not None:
+            idx = mask.nonzero().squeeze(1)  # build the masked envs' states only
+            rng = Rng(key0[idx], key1[idx], counter[idx], RESET)
+            part = self.env_def.reset(self.params, rng, self.dtype, options or None)
+            fresh = pytree.tree_map(lambda a, b: a.index_copy(0, idx, b), old.env, part)
+        else:
+            rng = Rng(key0, key1, counter, RESET)
+            fresh = self.env_def.reset(self.params, rng, self.dtype, options or None)
+        state = ShellState(contiguous(fresh), zeros, counter + 1, key0, key1, zeros.clone())
         if old is not None and mask is not None:
             state = select(mask, state, old)
         self._state = state
@@ -410,14 +424,17 @@ class GpuVecEnv(gym.vector.VectorEnv):
         if self._state is None:
             raise RuntimeError("call reset() before step()")
         out = self._step(self._state, action)
+        if out.resets is not None:
+            with host_eager():
+                out = reset_rows(self.env_def, self.params, self._step_cfg, out)
         self._state = out.state
         if self.validate and (out.probe is None or out.probe.item() != 0):  # NaN: not finite
             self._check_outputs("step", out.obs, out.reward, out.final_obs)
         terminated = out.terminated.view(torch.bool)
         truncated = out.truncated.view(torch.bool)
         info: dict[str, Any] = dict(out.info or {})
+        done = terminated | truncated if out.final_obs is not None or out.episode else None
         if out.final_obs is not None:
-            done = terminated | truncated
             final_info: dict[str, Any] = {}
             for key, value in (out.final_info or {}).items():
                 final_info[key] = value
@@ -428,6 +445,12 @@ class GpuVecEnv(gym.vector.VectorEnv):
                 final_info=final_info,
                 _final_info=done,
             )
+        if out.episode:
+            if self._episode_names is None:  # the env's static keys, once
+                self._episode_names = tuple(self.env_def.episode_info(self.params, out.state.env))
+            for name, value in zip(self._episode_names, out.episode, strict=True):
+                info[name] = value
+                info["_" + name] = done
         return self._user_obs(out.obs), out.reward, terminated, truncated, info
 
     # -- checkpoints and numerical faults -------------------------------------------------

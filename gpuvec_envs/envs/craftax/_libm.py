@@ -39,13 +39,15 @@ def _abstop12(x: torch.Tensor) -> torch.Tensor:
     return (x.view(torch.int32) >> 20) & 0x7FF
 
 
+@torch.compiler.assume_constant_result
 def _top12(v: float) -> int:
     """``abstop12`` of the float32 rounding of a Python float (a trace-time constant)."""
     return int((np.array(v, dtype=np.float32).view(np.int32) >> 20) & 0x7FF)
 
 
+@torch.compiler.assume_constant_result
 def round32(x: float) -> float:
-    """A Python float rounded to float32, computed without torch (safe inside a trace)."""
+    """A Python float rounded to float32 (a trace-time constant: dynamo calls it as is)."""
     return float(np.float32(x))
 
 

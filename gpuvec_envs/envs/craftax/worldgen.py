@@ -28,6 +28,12 @@ _SQRT2 = float(torch.tensor(2.0, dtype=torch.float32).sqrt())
 _TWO_PI = float(torch.tensor(2 * math.pi, dtype=torch.float32))
 
 
+@torch.compiler.assume_constant_result
+def _recip32(n: int) -> float:
+    """float32 ``1 / n`` (a trace-time constant: dynamo calls it as is)."""
+    return float(np.float32(1) / np.float32(n))
+
+
 def _f32(x: float) -> torch.Tensor:
     """A float32 scalar tensor: comparisons and sums then happen in float32, as in jax."""
     return torch.tensor(x, dtype=torch.float32)
@@ -102,7 +108,7 @@ def light_level(timestep: torch.Tensor, params: CraftaxParams) -> torch.Tensor:
     by the constant day length becomes a product with its float32 reciprocal, the cosine is
     glibc's ``cosf``, and ``1 - c * c^2`` is one fused multiply-add.
     """
-    inverse = float(np.float32(1) / np.float32(params.day_length))
+    inverse = _recip32(params.day_length)
     progress = (timestep.to(torch.float32) * inverse) % 1 + round32(0.3)
     c = sincosf(progress * round32(math.pi))[1].abs()
     return fma32(-c, c * c, 1.0)
