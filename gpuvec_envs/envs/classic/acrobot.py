@@ -13,10 +13,9 @@ Deliberate differences: the torque noise is drawn from the env's counter-based
 the angle is in range, here it subtracts (adds) ``2 pi`` at most :data:`WRAP_ITERS` times,
 which covers every angle reachable in one step from a state within the velocity bounds (and
 falls back to ``fmod`` beyond); squares are ``x**2`` (one multiplication) where numpy's
-scalar ``**`` calls libm's ``pow``, and ``sin``/``cos`` are
-:mod:`~gpuvec_envs.envs.classic._trig`'s (the same bits on every backend and device, within
-1 ulp of libm's), so float64 results differ from the reference in the last bits (< 1e-14
-per step).
+scalar ``**`` calls libm's ``pow`` and float64 ``sin``/``cos`` are torch's (float32:
+:mod:`~gpuvec_envs.envs.classic._trig`'s), so float64 results differ from the reference in
+the last bit for ~0.5% of steps (< 1e-14).
 """
 
 from __future__ import annotations

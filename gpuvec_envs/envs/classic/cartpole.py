@@ -1,13 +1,11 @@
 """Batched CartPole.
 
 Mirrors ``gymnasium/envs/classic_control/cartpole.py`` (gymnasium 1.4, ``CartPoleEnv``):
-same constants, same order of floating-point operations, same termination and the
-``sutton_barto_reward`` option. Deliberate differences: ``sin``/``cos`` are
-:mod:`~gpuvec_envs.envs.classic._trig`'s and the divisions by the total mass multiply by
-its reciprocal, so that every backend and device computes the same bits (float64 results
-differ from the reference's in the last bit, ~1e-16 per step); stepping on after
-termination (only possible with autoreset ``DISABLED``) keeps integrating and rewarding
-instead of warning and returning 0.
+same constants, same order of floating-point operations (so float64 results agree to the
+last bit, eager or compiled), same termination and the ``sutton_barto_reward`` option.
+float32 ``sin``/``cos`` are :mod:`~gpuvec_envs.envs.classic._trig`'s. Deliberate
+difference: stepping on after termination (only possible with autoreset ``DISABLED``) keeps
+integrating and rewarding instead of warning and returning 0.
 """
 
 from __future__ import annotations
@@ -52,11 +50,6 @@ class CartPoleParams:
         return self.masspole + self.masscart
 
     @property
-    def inv_total_mass(self) -> float:
-        """``1 / total_mass`` [1/kg]: steps multiply by it (see :func:`dynamics`)."""
-        return 1.0 / self.total_mass
-
-    @property
     def polemass_length(self) -> float:
         """Pole mass times half length [kg m]."""
         return self.masspole * self.length
@@ -85,20 +78,15 @@ def reset_sample(
 
 
 def dynamics(params: CartPoleParams, s: CartPoleState, action: torch.Tensor) -> CartPoleState:
-    """One Euler (or semi-implicit Euler) step; ``action`` (N,) int64 in {0, 1}.
-
-    gymnasium's expressions, but for the divisions by ``total_mass``, which multiply by its
-    reciprocal: eager CUDA kernels divide by a number that way (and compiled CPU code
-    divides), so only the product is computed alike on every device and backend.
-    """
+    """One Euler (or semi-implicit Euler) step; ``action`` (N,) int64 in {0, 1}."""
     p = params
     force = torch.where(action == 1, p.force_mag, -p.force_mag).to(s.x.dtype)
     sintheta, costheta = _trig.sincos(s.theta)
-    temp = (force + p.polemass_length * torch.square(s.theta_dot) * sintheta) * p.inv_total_mass
+    temp = (force + p.polemass_length * torch.square(s.theta_dot) * sintheta) / p.total_mass
     thetaacc = (p.gravity * sintheta - costheta * temp) / (
-        p.length * (4.0 / 3.0 - p.masspole * torch.square(costheta) * p.inv_total_mass)
+        p.length * (4.0 / 3.0 - p.masspole * torch.square(costheta) / p.total_mass)
     )
-    xacc = temp - p.polemass_length * thetaacc * costheta * p.inv_total_mass
+    xacc = temp - p.polemass_length * thetaacc * costheta / p.total_mass
     if p.euler:
         x = s.x + p.tau * s.x_dot
         x_dot = s.x_dot + p.tau * xacc

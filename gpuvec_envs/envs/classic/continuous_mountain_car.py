@@ -10,9 +10,9 @@ floating-point operations.
 gymnasium stores this env's state as float32 after every step (the float64 state after a
 reset is used once). The step here does the same: it computes in the simulation dtype,
 decides termination on the unrounded values, and stores position and velocity rounded to
-float32; in float64 it equals gymnasium's step from the same state held as float64 up to
-the last bit of ``cos`` (:mod:`~gpuvec_envs.envs.classic._trig`'s, the same bits on every
-backend and device). From its own float32 state gymnasium's arithmetic varies with numpy scalar
+float32; in float64 it equals gymnasium's step from the same state held as float64 to the
+last bit (eager or compiled; float32 ``cos`` is :mod:`~gpuvec_envs.envs.classic._trig`'s).
+From its own float32 state gymnasium's arithmetic varies with numpy scalar
 types (``3 * position`` in float32; float32 additions when the force is clipped to a Python
 float; float32 products for a float32 action), which no single-dtype simulation reproduces:
 whole-episode parity tests therefore copy the state into the reference before every step.

@@ -4,9 +4,8 @@ Mirrors ``gymnasium/envs/classic_control/mountain_car.py`` (gymnasium 1.4,
 ``MountainCarEnv``): same constants, the ``goal_velocity`` parameter, velocity and position
 clipping, the velocity reset to 0 at the left wall, termination at the goal, reward -1 per
 step, reset options ``low``/``high`` for the initial position, and the same order of
-floating-point operations; ``cos`` is :mod:`~gpuvec_envs.envs.classic._trig`'s (the same bits
-on every backend and device, within 1 ulp of libm's, so float64 results differ from the
-reference's in the last bit now and then).
+floating-point operations (float64 agrees with the reference to the last bit, eager or
+compiled; float32 ``cos`` is :mod:`~gpuvec_envs.envs.classic._trig`'s).
 
 Deliberate difference: gymnasium tests ``position == min_position`` after clipping; here
 ``position <= min_position``, which is the same in float64 and also holds in float32, where

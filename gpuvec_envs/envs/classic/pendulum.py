@@ -10,9 +10,9 @@ time limit.
 Deliberate differences: ``angle_normalize`` is computed with ``fmod`` plus a sign fix, which
 is exactly numpy's floor-mod for a positive divisor on every backend; gymnasium casts a
 float32 action's terms in float32 before adding them to its float64 state, while here the
-action is cast to the simulation dtype first. numpy's scalar ``**2`` calls libm's ``pow``, and
-``sin``/``cos`` are :mod:`~gpuvec_envs.envs.classic._trig`'s (the same bits on every backend
-and device, within 1 ulp of libm's), so float64 results differ in the last bit now and then.
+action is cast to the simulation dtype first. numpy's scalar ``**2`` calls libm's ``pow`` and
+float64 ``sin`` is torch's (float32: :mod:`~gpuvec_envs.envs.classic._trig`'s), so float64
+rewards (rarely states) differ in the last bit.
 """
 
 from __future__ import annotations
