@@ -20,13 +20,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from reproducibility import CLASSIC_IDS, SWEPT_IDS, actions, bits_equal, run
+from reproducibility import CLASSIC_IDS, SWEPT_IDS, actions, bits_equal, run, swept
 
 from gpuvec_envs.compiler import compile_flat
 from gpuvec_envs.compiler.backend import Backend
 from gpuvec_envs.compiler.options import CompilerOptions
 from gpuvec_envs.compiler.passes import eager_math
 from gpuvec_envs.envs.classic import _trig
+from gpuvec_envs.registry import REGISTRY
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64}
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,20 +70,44 @@ def test_eager_and_compiled_bitwise_equal(env_id: str, dtype: str) -> None:
     assert a[1:, :, -3:].any()  # final observations were written: episodes ended
 
 
-@pytest.mark.heavy
-@pytest.mark.parametrize("n", [64, 4096])
-@pytest.mark.parametrize("dtype", sorted(DTYPES))
-@pytest.mark.parametrize("env_id", SWEPT_IDS)
+#: One ID per env class (the first registered): the sweep's cases that CI runs (``heavy``):
+#: N=64 in float32, and for the float physics (classic control) also float64 and N=4096.
+#: Every other ID, dtype and N is ``slow`` (~200 compiles).
+CLASS_IDS = {e.id for e in {e.env_def: e for e in reversed(REGISTRY) if swept(e)}.values()}
+
+
+def _sweep_mark(env_id: str, dtype: str, n: int) -> pytest.MarkDecorator:
+    classic = env_id in CLASSIC_IDS
+    ci = env_id in CLASS_IDS and (classic or (dtype == "f32" and n == 64))
+    if ci and classic and n == 4096 and dtype == "f64":
+        ci = False
+    return pytest.mark.heavy if ci else pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    ("env_id", "dtype", "n"),
+    [
+        pytest.param(i, d, n, marks=_sweep_mark(i, d, n))
+        for i in SWEPT_IDS
+        for d in sorted(DTYPES)
+        for n in (64, 4096)
+    ],
+)
 def test_registry_eager_and_compiled_bitwise_equal(env_id: str, dtype: str, n: int) -> None:
     """Every env of the swept families, 1000 steps of random actions with resets."""
     a, b = trajectories(env_id, 1000, n, dtype=DTYPES[dtype])
     assert_bitwise(a, b)
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("frame_skip", [1, 3])
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
-@pytest.mark.parametrize("env_id", CLASSIC_IDS)
+@pytest.mark.parametrize(  # CartPole in CI (heavy), the others slow (72 compiles in all)
+    "env_id",
+    [
+        pytest.param(i, marks=pytest.mark.heavy if i == "gpuvec/CartPole-v1" else pytest.mark.slow)
+        for i in CLASSIC_IDS
+    ],
+)
 def test_classic_modes_and_frame_skip_bitwise_equal(env_id: str, mode: str, frame_skip: int):
     for dtype in DTYPES.values():
         kw = {"dtype": dtype, "autoreset_mode": mode, "frame_skip": frame_skip}
