@@ -190,8 +190,9 @@ def test_auto_backend_does_not_switch_to_an_inexact_step(inexact_input: torch.Te
 def test_cold_and_warm_cache_runs_give_the_same_trajectories(tmp_path) -> None:
     """One script run twice as separate processes on a fresh inductor cache: the first
     steps eagerly until its background compile lands (it waits for it at step 150), the
-    second finds the cache warm and switches earlier; every classic env's trajectory is
-    bitwise the same."""
+    second finds the cache warm and runs compiled from the first step; every classic env's
+    trajectory is bitwise the same. (The warm-start key covers gpuvec_envs' sources: do not
+    edit them while it runs.)"""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
     ids = ",".join(CLASSIC_IDS)
@@ -204,9 +205,7 @@ def test_cold_and_warm_cache_runs_give_the_same_trajectories(tmp_path) -> None:
     cold, warm = outs
     for env_id in CLASSIC_IDS:
         assert int(cold[env_id + ":eager_calls"]) >= 150, env_id  # switched mid-run
-        # the warm cache's compiled step lands earlier (from the first step when the machine
-        # is idle; a busy one can delay the warm load by some eager steps)
-        assert int(warm[env_id + ":eager_calls"]) < int(cold[env_id + ":eager_calls"]), env_id
+        assert int(warm[env_id + ":eager_calls"]) == 0, env_id  # compiled throughout
         assert str(cold[env_id + ":backend"]) == str(warm[env_id + ":backend"]) == "compile"
         assert_bitwise(cold[env_id], warm[env_id])
 
