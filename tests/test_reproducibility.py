@@ -207,9 +207,9 @@ def test_cold_and_warm_cache_runs_give_the_same_trajectories(tmp_path) -> None:
         assert int(cold[env_id + ":eager_calls"]) >= 150, env_id  # switched mid-run
         assert str(cold[env_id + ":backend"]) == str(warm[env_id + ":backend"]) == "compile"
         assert_bitwise(cold[env_id], warm[env_id])
-    # known defect: in this six-ID script the warm run's first ID (CartPole-v0) can miss its
-    # warm-start marker and step eagerly to the wait at step 150 (cause not found; the
-    # trajectories above are bitwise equal either way)
+    # known defect: run from pytest, the warm run can miss its warm-start markers and step
+    # eagerly to the wait at step 150 (run from a shell it does not; cause not found). The
+    # trajectories above are bitwise equal either way.
     missed = [i for i in CLASSIC_IDS if int(warm[i + ":eager_calls"]) != 0]
     if missed:
         pytest.xfail(f"warm start missed for {missed}")
