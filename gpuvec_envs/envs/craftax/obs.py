@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.envs.craftax._index import wrap
 from gpuvec_envs.envs.craftax.constants import OBS_DIM, BlockType
 from gpuvec_envs.envs.craftax.state import CraftaxState
@@ -55,8 +56,9 @@ def mob_view(state: CraftaxState) -> torch.Tensor:
         (state.skeletons_position, state.skeletons_mask),
         (state.arrows_position, state.arrows_mask),
     )
-    half = torch.tensor([OBS_DIM[0] // 2, OBS_DIM[1] // 2], device=dev)
-    dims = torch.tensor(OBS_DIM, device=dev)
+    like = state.player_position
+    half = table((OBS_DIM[0] // 2, OBS_DIM[1] // 2), dtype=torch.int64, like=like)
+    dims = table(tuple(OBS_DIM), dtype=torch.int64, like=like)
     for kind, (position, mask) in enumerate(groups):
         local = position - state.player_position[:, None, :] + half  # (N, slots, 2)
         on_screen = ((local >= 0) & (local < dims)).all(-1) & mask  # (N, slots)

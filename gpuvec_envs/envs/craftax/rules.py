@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.envs.craftax import _threefry as tf
 from gpuvec_envs.envs.craftax._index import get_cell, set_cell
 from gpuvec_envs.envs.craftax.constants import (
@@ -88,7 +89,7 @@ def is_near_block(state: CraftaxState, block: BlockType) -> torch.Tensor:
     """``(N,)`` bool: ``block`` on one of the 8 cells around the player."""
     out = torch.zeros(state.map.shape[0], dtype=torch.bool, device=state.map.device)
     for dr, dc in CLOSE_BLOCKS:
-        pos = state.player_position + torch.tensor([dr, dc], device=state.map.device)
+        pos = state.player_position + table((dr, dc), dtype=torch.int64, like=state.map)
         out = out | (in_bounds(pos) & (get_cell(state.map, pos) == int(block)))
     return out
 

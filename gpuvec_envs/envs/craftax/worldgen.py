@@ -17,6 +17,7 @@ import math
 import numpy as np
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.envs.craftax import _threefry as tf
 from gpuvec_envs.envs.craftax._libm import fma32, round32, sincosf
 from gpuvec_envs.envs.craftax.constants import Achievement, Action, BlockType
@@ -235,7 +236,7 @@ def _initial_state(
     return CraftaxState(
         map=world,
         mob_map=zeros(h, w, dtype=torch.bool),
-        player_position=torch.tensor([h // 2, w // 2], device=dev).expand(b, 2).clone(),
+        player_position=table((h // 2, w // 2), dtype=torch.int64, like=world).expand(b, 2).clone(),
         player_direction=full(int(Action.UP)),
         player_health=full(9),
         player_food=full(9),
