@@ -219,7 +219,8 @@ def test_invalid_constructor_arguments_raise(key: str, bad_int: Any, bad_name: s
     kw: dict[str, Any] = {
         "num_envs": {"num_envs": bad_int},
         "max_episode_steps": {"max_episode_steps": bad_int if bad_int is not None else 0},
-        "frame_skip": {"frame_skip": bad_int},
+        # None is frame_skip's default (1, or the env's own), so it is not a bad value
+        "frame_skip": {"frame_skip": bad_int if bad_int is not None else 0},
         "dtype": {"dtype": bad_name or "int8"},
         "mode": {"autoreset_mode": bad_name},
         "backend": {"backend": bad_name},
