@@ -191,9 +191,11 @@ def test_cold_and_warm_cache_runs_give_the_same_trajectories(tmp_path) -> None:
     """One script run twice as separate processes on a fresh inductor cache: the first
     steps eagerly until its background compile lands (it waits for it at step 150), the
     second finds the cache warm and runs compiled from the first step; every classic env's
-    trajectory is bitwise the same. (The warm-start key covers gpuvec_envs' sources: do not
+    trajectory is bitwise the same. The suite's ``GPUVEC_COMPILER=warm_start=0`` (conftest)
+    is not passed on. (The warm-start key covers gpuvec_envs' sources: do not
     edit them while it runs.)"""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("GPUVEC_COMPILER", None)  # conftest turns warm start off for the suite itself
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), env.get("PYTHONPATH", "")])
     ids = ",".join(CLASSIC_IDS)
     outs = []
@@ -203,16 +205,18 @@ def test_cold_and_warm_cache_runs_give_the_same_trajectories(tmp_path) -> None:
         subprocess.run([*cmd, "150", str(out)], env=env, check=True, timeout=1500)
         outs.append(np.load(out))
     cold, warm = outs
+    env_defs = {e.id: e.env_def for e in REGISTRY}
+    seen: set[str] = set()
     for env_id in CLASSIC_IDS:
-        assert int(cold[env_id + ":eager_calls"]) >= 150, env_id  # switched mid-run
+        # the first ID of each env class switches mid-run; a later one (CartPole-v1 after
+        # v0: the same step) finds the cache that the first warmed in the same run
+        first = env_defs[env_id] not in seen
+        seen.add(env_defs[env_id])
+        eager_calls = int(cold[env_id + ":eager_calls"])
+        assert eager_calls >= 150 if first else eager_calls in (0, 150), (env_id, eager_calls)
+        assert int(warm[env_id + ":eager_calls"]) == 0, env_id  # compiled from the first step
         assert str(cold[env_id + ":backend"]) == str(warm[env_id + ":backend"]) == "compile"
         assert_bitwise(cold[env_id], warm[env_id])
-    # known defect: run from pytest, the warm run can miss its warm-start markers and step
-    # eagerly to the wait at step 150 (run from a shell it does not; cause not found). The
-    # trajectories above are bitwise equal either way.
-    missed = [i for i in CLASSIC_IDS if int(warm[i + ":eager_calls"]) != 0]
-    if missed:
-        pytest.xfail(f"warm start missed for {missed}")
 
 
 def _cuda_ids() -> list[str]:
