@@ -197,6 +197,7 @@ class EpisodeLog:
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=maxlen)
         self.recent_lengths: collections.deque[int] = collections.deque(maxlen=maxlen)
         self.episodes = 0
+        self.counts = torch.zeros(len(ACHIEVEMENTS), dtype=torch.int64)  # over all episodes
 
     def record(self, t: int, info: dict[str, Any]) -> None:
         """Store step ``t``'s info (no host sync)."""
@@ -211,11 +212,21 @@ class EpisodeLog:
         self.recent_lengths.extend(self.lengths[self.mask].tolist())
         self.mask.zero_()
         self.episodes += rows.shape[0]
+        self.counts += rows.sum(0)
         return rows.shape[0]
 
     def summary(self) -> dict[str, Any]:
-        """Success rates, Craftax score, mean return and length over the window."""
+        """Success rates, Craftax score, mean return and length over the window.
+
+        ``success_rates_all`` and ``craftax_score_all`` count every episode that ended in
+        the run (Crafter's protocol: all training episodes within the step budget).
+        """
         out: dict[str, Any] = {"episodes_total": self.episodes, "episodes": len(self.rows)}
+        out.update(success_rates_all=None, craftax_score_all=None)
+        if self.episodes:
+            rates_all = self.counts.to(torch.float64) / self.episodes
+            out["success_rates_all"] = dict(zip(ACHIEVEMENTS, rates_all.tolist(), strict=True))
+            out["craftax_score_all"] = craftax_score(rates_all)
         if self.rows:
             rates = success_rates(torch.stack(list(self.rows)))
             out["success_rates"] = dict(zip(ACHIEVEMENTS, rates.tolist(), strict=True))
@@ -504,42 +515,61 @@ def run_ppo(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
 
 
 def summary_table(result: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
-    """A text table: achievement, this run's success rate [%], and the baseline's if given.
+    """A text table: achievement and success rates [%] of this run and of the baseline.
 
-    ``z`` is the two-proportion z-statistic of the difference (pooled standard error);
+    Columns: the last ``--episode-window`` episodes of the run (``last``), every episode of
+    a PPO run (``all``, Crafter's protocol), and the baseline's rates if given. ``z`` is the
+    two-proportion z-statistic of ``last`` against the baseline (pooled standard error);
     ``z > 2`` marks a rate clearly above the baseline's.
     """
-    runs = [("ppo" if result["mode"] == "ppo" else result["mode"], result)]
+    mode = result["mode"]
+    cols = [(f"{mode} last", result["success_rates"], result["craftax_score"], result["episodes"])]
+    if mode == "ppo":
+        cols.append(
+            (
+                "ppo all",
+                result["success_rates_all"],
+                result["craftax_score_all"],
+                result["episodes_total"],
+            )
+        )
     if baseline is not None:
-        runs.append((baseline["mode"], baseline))
-    header = f"{'achievement':<22}" + "".join(f"{name:>10}" for name, _ in runs)
+        b = (baseline["success_rates"], baseline["craftax_score"], baseline["episodes"])
+        cols.append((baseline["mode"], *b))
+    width = 11
+    lines = [f"{'achievement':<22}" + "".join(f"{c[0]:>{width}}" for c in cols)]
     if baseline is not None:
-        header += f"{'z':>8}"
-    lines = [header]
-
-    def rate(run: dict[str, Any], name: str) -> float | None:
-        return None if run["success_rates"] is None else run["success_rates"][name]
-
+        lines[0] += f"{'z':>7}"
     for name in ACHIEVEMENTS:
-        rates = [rate(run, name) for _, run in runs]
+        rates = [None if c[1] is None else c[1][name] for c in cols]
         line = f"{name:<22}" + "".join(
-            f"{'n/a':>10}" if r is None else f"{100 * r:>9.1f}%" for r in rates
+            f"{'n/a':>{width}}" if r is None else f"{100 * r:>{width - 1}.1f}%" for r in rates
         )
         if baseline is not None:
-            z = z_score(rates[0], result["episodes"], rates[1], baseline["episodes"])
-            line += f"{'':>8}" if z is None else f"{z:>8.1f}"
+            z = z_score(rates[0], cols[0][3], rates[-1], cols[-1][3])
+            line += f"{'':>7}" if z is None else f"{z:>7.1f}"
         lines.append(line)
-
-    def fmt(run: dict[str, Any], key: str, spec: str) -> str:
-        return f"{'n/a':>10}" if run[key] is None else f"{run[key]:>10{spec}}"
-
     lines.append(
-        f"{'craftax score [%]':<22}" + "".join(fmt(r, "craftax_score", ".2f") for _, r in runs)
+        f"{'craftax score [%]':<22}"
+        + "".join(f"{'n/a':>{width}}" if c[2] is None else f"{c[2]:>{width}.2f}" for c in cols)
     )
-    lines.append(f"{'mean return':<22}" + "".join(fmt(r, "mean_return", ".2f") for _, r in runs))
-    lines.append(f"{'mean length':<22}" + "".join(fmt(r, "mean_length", ".0f") for _, r in runs))
-    lines.append(f"{'episodes counted':<22}" + "".join(f"{r['episodes']:>10}" for _, r in runs))
-    lines.append(f"{'env steps':<22}" + "".join(f"{r['global_step']:>10}" for _, r in runs))
+    lines.append(f"{'episodes':<22}" + "".join(f"{c[3]:>{width}}" for c in cols))
+    runs = [result] + (["-"] if mode == "ppo" else []) + ([baseline] if baseline else [])
+    for key, label, spec in (
+        ("mean_return", "mean return", ".2f"),
+        ("mean_length", "mean length", ".0f"),
+        ("global_step", "env steps", "d"),
+    ):
+        vals = [run if run == "-" else run[key] for run in runs]  # "-": not kept for "all"
+        lines.append(
+            f"{label:<22}"
+            + "".join(
+                f"{'n/a' if v is None else v:>{width}}"
+                if v in (None, "-")
+                else f"{v:>{width}{spec}}"
+                for v in vals
+            )
+        )
     return "\n".join(lines)
 
 
