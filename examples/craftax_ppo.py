@@ -17,7 +17,8 @@ minibatches), with the changes Craftax-Classic needs:
   the last ``--episode-window`` episodes that ended and reports each achievement's success
   rate (the fraction of those episodes that unlocked it) and the Craftax score
   (``craftax_score``: ``exp(mean(log(1 + 100 r))) - 1``), as craftax's PPO logs the
-  achievements of its returned episodes. Only ended episodes count (an episode lasts until
+  achievements of its returned episodes, and the same over every episode that ended in the
+  run (``success_rates_all``, Crafter's protocol). Only ended episodes count (an episode lasts until
   the player dies, or 10,000 steps); the JSON also holds the achievements that the episodes
   still running at the end had unlocked so far (``running_rates``).
 
@@ -31,8 +32,12 @@ minutes on a CPU.
 
 Run::
 
-    python examples/craftax_ppo.py --random --time-budget 900 --json random.json
+    python examples/craftax_ppo.py --random --time-budget 900 --episode-window 0 --json random.json
     python examples/craftax_ppo.py --time-budget 900 --baseline random.json --json ppo.json
+
+In 15 minutes on 2 shared CPU cores (one thread, eager env step) PPO ran 0.2-0.4M steps and
+beat the random policy on 9 of the 22 achievements, Craftax score 3.7-4.3 % against 1.8 %
+(docs/craftax.md, "Learning").
 """
 
 from __future__ import annotations
@@ -248,7 +253,7 @@ def running_rates(envs: gym.vector.VectorEnv) -> dict[str, Any]:
     }
 
 
-def machine_info(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+def machine_info(device: torch.device) -> dict[str, Any]:
     """Device, ISA, threads and 1-minute load, to go with every figure."""
     return {
         "device": str(device),
@@ -591,9 +596,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(args.torch_threads)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    info = machine_info(args, device)
+    info = machine_info(device)
     result = run_random(args, device) if args.random else run_ppo(args, device)
-    result.update(info, args={k: v for k, v in vars(args).items()})
+    result.update(info, args=dict(vars(args)))
     baseline = None
     if args.baseline is not None:
         with open(args.baseline) as f:
