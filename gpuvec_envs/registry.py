@@ -243,7 +243,7 @@ REGISTRY: tuple[EnvEntry, ...] = (
     *MINIGRID,
     *MUJOCO,
     # Craftax-Classic (craftax 1.6.1): the time limit is craftax's max_timesteps. Eager by
-    # default: inductor did not finish compiling its step within 35 min on 2 cores.
+    # default: its compiled CPU step (~5 min to compile on 2 cores) runs slower than eager.
     EnvEntry(
         "gpuvec/Craftax-Classic-Symbolic-v1",
         "gpuvec_envs.envs.craftax.classic:CraftaxClassicSymbolic",

@@ -53,7 +53,91 @@ def test_jax_defaults_are_the_mirrored_ones() -> None:
     assert jax.config.jax_enable_x64 is False
 
 
-def test_prng_key_and_split_and_fold_in() -> None:
+@pytest.fixture(params=["kernel", "ops"])
+def threefry_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run ``gpuvec::threefry2x32`` as its compiled kernel, then as torch operations."""
+    monkeypatch.setattr(tf, "COMPILED_KERNEL", request.param == "kernel")
+    if request.param == "ops":
+        monkeypatch.setattr(tf, "_KERNELS", {})  # and none gets built
+    return request.param
+
+
+def _threefry_words() -> list[torch.Tensor]:
+    """Four int64 ``(5, 7)`` words: the extremes and random uint32 values."""
+    g = torch.Generator().manual_seed(3)
+    words = [torch.randint(0, 2**32, (5, 7), generator=g) for _ in range(4)]
+    for w in words:
+        w[0, :3] = torch.tensor([0, 1, 2**32 - 1])
+    return words
+
+
+@pytest.mark.parametrize("wrap", [True, False])
+def test_threefry2x32_ops_equal_jax(wrap: bool) -> None:
+    from jax._src.random.threefry2x32 import threefry2x32_p
+
+    words = _threefry_words()
+    theirs = threefry2x32_p.bind(*(jnp.asarray(w.numpy().astype(np.uint32)) for w in words))
+    for ours, expected in zip(tf.threefry2x32_ops(*words, wrap=wrap), theirs, strict=True):
+        _eq(ours, expected)
+
+
+def test_threefry2x32_op_broadcasts_like_the_ops(threefry_path: str) -> None:
+    k0, k1, x0, x1 = _threefry_words()
+    cases = [
+        (k0[:, :1], k1[:, :1], x0[0], x1[0]),  # split's and random_bits' pattern: (5, 7)
+        (k0, k1, torch.tensor(0), torch.tensor(5)),  # fold_in's
+        (k0[0, 0], k1[0, 0], x0[0, 0], x1[0, 0]),  # one word: ()
+        (k0[:, :1], k1[:, :1], x0[0, :0], x1[0, :0]),  # nothing: (5, 0)
+    ]
+    for words in cases:
+        shape = torch.broadcast_shapes(*(w.shape for w in words))
+        for ours, expected in zip(
+            tf.threefry2x32(*words), tf.threefry2x32_ops(*words), strict=True
+        ):
+            assert ours.shape == shape and ours.dtype == torch.int64
+            torch.testing.assert_close(ours, expected, rtol=0, atol=0)
+    built = tf._KERNELS.get(torch.device("cpu"))
+    assert (built is not None) == (threefry_path == "kernel")
+
+
+def test_threefry2x32_kernel_build_failure_falls_back_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gpuvec_envs.compiler.flat as flat
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(tf, "COMPILED_KERNEL", True)
+    monkeypatch.setattr(tf, "_KERNELS", {})
+    monkeypatch.setattr(flat, "compile_flat", broken)
+    words = _threefry_words()
+    with pytest.warns(RuntimeWarning, match=r"gpuvec::threefry2x32: .*no C\+\+ compiler"):
+        ours = tf.threefry2x32(*words)
+    assert tf._KERNELS == {torch.device("cpu"): None}
+    for a, b in zip(ours, tf.threefry2x32_ops(*words), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_threefry2x32_is_one_op_for_compilers() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from gpuvec_envs.compiler.flat import compile_flat
+
+    keys = tf.prng_key(torch.arange(4))
+    torch.library.opcheck(
+        torch.ops.gpuvec.threefry2x32.default,
+        (keys[:, 0:1], keys[:, 1:2], torch.zeros(3, dtype=torch.int64), torch.arange(3)),
+    )
+    graph = make_fx(lambda k: tf.split(k, 3), tracing_mode="fake")(keys)
+    targets = [n.target for n in graph.graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.gpuvec.threefry2x32.default) == 1
+    assert not {torch.ops.aten.bitwise_xor.Tensor, torch.ops.aten.bitwise_xor.Scalar} & set(targets)
+    compiled = compile_flat(lambda k: tf.split(k, 3), (keys,))
+    torch.testing.assert_close(compiled(keys), tf.split(keys, 3), rtol=0, atol=0)
+
+
+def test_prng_key_and_split_and_fold_in(threefry_path: str) -> None:
     ours, theirs = _keys(SEEDS + [-1, -5, 2**32 + 3])
     _eq(ours, theirs)
     for num in (2, 3, 5):
@@ -76,7 +160,7 @@ def test_prng_key_and_split_and_fold_in() -> None:
         pytest.param((2, 3, 4), marks=pytest.mark.heavy),
     ],
 )
-def test_random_bits_and_uniform(shape: tuple[int, ...]) -> None:
+def test_random_bits_and_uniform(shape: tuple[int, ...], threefry_path: str) -> None:
     ours, theirs = _keys(SEEDS)
     _eq(tf.random_bits(ours, shape), jax.vmap(lambda k: jax.random.bits(k, shape))(theirs))
     _eq(tf.uniform(ours, shape), jax.vmap(lambda k: jax.random.uniform(k, shape))(theirs))

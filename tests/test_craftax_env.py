@@ -346,8 +346,7 @@ def test_long_trajectories_equal_craftax(ref):
 def test_compiled_equals_eager():
     """backend="compile" steps bitwise like eager (SAME_STEP, resets included).
 
-    ``slow``: compiling the step had not finished after 21 CPU minutes on 2 cores
-    (docs/craftax.md)."""
+    ``slow``: compiling the step takes ~5 minutes on a shared 2-core VM (docs/craftax.md)."""
     envs = [make(4, backend=b, autoreset_mode="same_step") for b in ("compile", "eager")]
     acts = _actions(6, 12, 4)
     for e in envs:

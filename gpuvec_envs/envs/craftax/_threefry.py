@@ -7,8 +7,11 @@ tensor of shape ``(..., 2)`` whose words hold uint32 values in ``[0, 2**32)`` (w
 ``jax.random.key_data`` returns, or a legacy ``PRNGKey``), and returns, for each key, what the
 jax function returns for that key, bit for bit; leading batch dims are kept in front.
 
-uint32 arithmetic runs on int64 lanes masked to 32 bits (adds, xors, rotations never leave
-``[0, 2**32)`` after the mask), so CPU and CUDA, eager and compiled agree.
+uint32 arithmetic runs on int64 lanes whose low 32 bits are the word (masked where a
+value is read whole), so CPU and CUDA, eager and compiled agree. The hash itself
+(:func:`threefry2x32`) is one custom operation, ``gpuvec::threefry2x32``: a compiled step
+does not trace its ~130 integer operations (that made the whole step too large for
+inductor), and it runs as one compiled kernel (switch: :data:`COMPILED_KERNEL`).
 
 What jax computes, written out (all words uint32):
 
@@ -33,8 +36,10 @@ What jax computes, written out (all words uint32):
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -44,9 +49,13 @@ _PARITY = 0x1BD11BDA
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
-def _rotl(x: torch.Tensor, r: int) -> torch.Tensor:
-    """Rotate uint32 words (int64 in ``[0, 2**32)``) left by ``0 < r < 32`` bits."""
-    return ((x << r) & MASK32) | (x >> (32 - r))
+#: Run :func:`threefry2x32` as one compiled kernel per device (built by inductor at the
+#: first call on that device, one build for every length); ``False``: as torch operations.
+COMPILED_KERNEL = True
+#: The kernels built so far, by device; None where the build failed (torch operations run).
+_KERNELS: dict[torch.device, Callable[..., tuple[torch.Tensor, torch.Tensor]] | None] = {}
+#: Length of the example the kernel is traced at (a length that no operation specialises).
+_EXAMPLE_LENGTH = 64
 
 
 def _mul32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -59,6 +68,10 @@ def threefry2x32(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Threefry-2x32 hash of counters ``(x0, x1)`` under key ``(k0, k1)``, as jax computes it.
 
+    One operation (``gpuvec::threefry2x32``) that a compiled step calls as it is, without
+    tracing its ~130 integer operations; it runs :data:`COMPILED_KERNEL`'s one-kernel build
+    or, switched off or where the build failed (with a warning), :func:`threefry2x32_ops`.
+
     Args:
         k0: Key word 0, int64 in ``[0, 2**32)``, broadcastable with the others.
         k1: Key word 1, same.
@@ -68,16 +81,127 @@ def threefry2x32(
     Returns:
         ``(y0, y1)``: int64 in ``[0, 2**32)`` of the broadcast shape.
     """
+    return torch.ops.gpuvec.threefry2x32(k0, k1, x0, x1)
+
+
+def threefry2x32_ops(
+    k0: torch.Tensor,
+    k1: torch.Tensor,
+    x0: torch.Tensor,
+    x1: torch.Tensor,
+    wrap: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`threefry2x32` as torch integer operations.
+
+    uint32 words live in the low 32 bits of int64 lanes. With ``wrap`` the masks are
+    deferred (6 operations a round): additions, xors and left shifts carry the low 32 bits
+    through whatever the high bits hold and however the int64 sum wraps around (ATen's CPU
+    and CUDA integer kernels wrap); only the right shift of a rotation reads a masked word,
+    and the outputs are masked. Without ``wrap`` every word is masked after each addition,
+    so that no int64 value exceeds ``2**35`` (no overflow for a code generator to assume
+    away; 7 operations a round). Both give the same bits.
+
+    Args:
+        k0: Key word 0, int64 in ``[0, 2**32)``, broadcastable with the others.
+        k1: Key word 1, same.
+        x0: Counter word 0, same.
+        x1: Counter word 1, same.
+        wrap: Defer the masks (fewer operations; relies on wrapping int64 additions).
+
+    Returns:
+        ``(y0, y1)``: int64 in ``[0, 2**32)`` of the broadcast shape.
+    """
     ks = (k0, k1, k0 ^ k1 ^ _PARITY)
-    x0 = (x0 + ks[0]) & MASK32
-    x1 = (x1 + ks[1]) & MASK32
+    x0 = x0 + ks[0]
+    x1 = x1 + ks[1]
+    if not wrap:
+        x0, x1 = x0 & MASK32, x1 & MASK32
     for group in range(5):
         for r in _ROTATIONS[group % 2]:
-            x0 = (x0 + x1) & MASK32
-            x1 = _rotl(x1, r) ^ x0
-        x0 = (x0 + ks[(group + 1) % 3]) & MASK32
-        x1 = (x1 + ks[(group + 2) % 3] + (group + 1)) & MASK32
-    return x0, x1
+            x0 = x0 + x1
+            if wrap:
+                x1 = ((x1 << r) | ((x1 & MASK32) >> (32 - r))) ^ x0
+            else:
+                x0 = x0 & MASK32
+                x1 = (((x1 << r) & MASK32) | (x1 >> (32 - r))) ^ x0
+        x0 = x0 + ks[(group + 1) % 3]
+        x1 = x1 + (ks[(group + 2) % 3] + (group + 1))
+        if not wrap:
+            x0, x1 = x0 & MASK32, x1 & MASK32
+    return x0 & MASK32, x1 & MASK32
+
+
+def _kernel(device: torch.device) -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
+    """The compiled :func:`threefry2x32_ops` of four int64 ``(n,)`` words on ``device``.
+
+    Built at the first call per device (inductor's on-disk cache makes later processes'
+    builds fast), for every ``n``; None, with a warning, where the build fails.
+    """
+    if device in _KERNELS:
+        return _KERNELS[device]
+    from gpuvec_envs.compiler.flat import compile_flat
+    from gpuvec_envs.compiler.options import resolve
+
+    # four distinct tensors: a tracer takes one tensor passed twice for one input
+    words = tuple(torch.zeros(_EXAMPLE_LENGTH, dtype=torch.int64, device=device) for _ in range(4))
+    kernel = None
+    try:
+        call = compile_flat(
+            functools.partial(threefry2x32_ops, wrap=False),
+            words,
+            compiler=resolve({"dynamic_batch": True}),
+            memo_as="gpuvec_envs.envs.craftax._threefry.threefry2x32_ops",
+        )
+        dynamic = next(p for p in call.passes if p.name == "dynamic_batch")
+        if dynamic.status != "applied":
+            raise RuntimeError(f"the kernel serves one length only ({dynamic})")
+        kernel = call.flat
+    except Exception as exc:  # noqa: BLE001 - any build failure falls back, loudly
+        warnings.warn(
+            f"gpuvec::threefry2x32: the compiled kernel for {device} could not be built "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+            "threefry2x32 runs as torch operations there (slower, same bits)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    _KERNELS[device] = kernel
+    return kernel
+
+
+def _threefry2x32_impl(
+    k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``gpuvec::threefry2x32`` on real tensors: the kernel, or the torch operations."""
+    if not k0.dtype == k1.dtype == x0.dtype == x1.dtype == torch.int64:
+        raise TypeError(
+            f"threefry2x32 takes int64 words, got {k0.dtype}, {k1.dtype}, {x0.dtype}, {x1.dtype}"
+        )
+    kernel = _kernel(x0.device) if COMPILED_KERNEL else None
+    if kernel is None:
+        return threefry2x32_ops(k0, k1, x0, x1)  # fresh tensors of the broadcast shape
+    words = torch.broadcast_tensors(k0, k1, x0, x1)
+    shape = words[0].shape
+    if words[0].numel() < 2:  # a length the kernel specialises (0, 1): not worth a build
+        return threefry2x32_ops(k0, k1, x0, x1)
+    y0, y1 = kernel(*(w.contiguous().view(-1) for w in words))
+    return y0.view(shape), y1.view(shape)
+
+
+def _threefry2x32_fake(
+    k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``gpuvec::threefry2x32``'s output shapes and dtypes."""
+    shape = torch.broadcast_shapes(k0.shape, k1.shape, x0.shape, x1.shape)
+    return x0.new_empty(shape, dtype=torch.int64), x0.new_empty(shape, dtype=torch.int64)
+
+
+# A plain operator (not ``torch.library.custom_op``, whose Python wrappers cost ~100 us a
+# call, more than the kernel): no autograd (integer words), one implementation for every
+# device, a fake implementation for tracers.
+_LIB = torch.library.Library("gpuvec", "FRAGMENT")
+_LIB.define("threefry2x32(Tensor k0, Tensor k1, Tensor x0, Tensor x1) -> (Tensor, Tensor)")
+_LIB.impl("threefry2x32", _threefry2x32_impl, "CompositeExplicitAutograd")
+torch.library.register_fake("gpuvec::threefry2x32", _threefry2x32_fake, lib=_LIB)
 
 
 def prng_key(seed: torch.Tensor) -> torch.Tensor:

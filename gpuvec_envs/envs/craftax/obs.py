@@ -85,9 +85,15 @@ def _tenths(x: torch.Tensor) -> torch.Tensor:
 
     XLA:CPU turns the float16 division by the constant into a product with float16's 0.1
     (3 / 10 gives 0.2998, not the nearest float16 0.3000); the product of two float16
-    values is exact in float32 and is rounded to float16 once, as here.
+    values is exact in float32 and is rounded to float16 once, as here: to nearest, ties to
+    even, on the float32 bits (inductor drops a float32 -> float16 -> float32 round trip,
+    so a cast would not round in a compiled step). Exact for ``|x| <= 2048``, where every
+    nonzero product is a normal float16.
     """
-    return (x.to(torch.float16).to(torch.float32) * _TENTH16).to(torch.float16).to(torch.float32)
+    product = x.to(torch.float16).to(torch.float32) * _TENTH16
+    bits = product.view(torch.int32)
+    bits = (bits + (0x0FFF + ((bits >> 13) & 1))) & ~0x1FFF  # float16 keeps 10 of 23 bits
+    return bits.view(torch.float32)
 
 
 def symbolic_obs(state: CraftaxState) -> torch.Tensor:
