@@ -53,7 +53,7 @@ def test_jax_defaults_are_the_mirrored_ones() -> None:
     assert jax.config.jax_enable_x64 is False
 
 
-@pytest.fixture(params=["kernel", "ops"])
+@pytest.fixture(params=[pytest.param("kernel", marks=pytest.mark.heavy), "ops"])
 def threefry_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run ``gpuvec::threefry2x32`` as its compiled kernel, then as torch operations."""
     monkeypatch.setattr(tf, "COMPILED_KERNEL", request.param == "kernel")

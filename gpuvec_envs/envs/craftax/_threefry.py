@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -50,8 +51,10 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
 #: Run :func:`threefry2x32` as one compiled kernel per device (built by inductor at the
-#: first call on that device, one build for every length); ``False``: as torch operations.
-COMPILED_KERNEL = True
+#: first call on that device, one build for every length: ~80 s on a cold inductor cache,
+#: ~15 s on a warm one, which that call waits for); ``False``: as torch operations. Off
+#: unless ``GPUVEC_CRAFTAX_HASH_KERNEL=1``: no step waits for a compiler by default.
+COMPILED_KERNEL = os.environ.get("GPUVEC_CRAFTAX_HASH_KERNEL", "0") == "1"
 #: The kernels built so far, by device; None where the build failed (torch operations run).
 _KERNELS: dict[torch.device, Callable[..., tuple[torch.Tensor, torch.Tensor]] | None] = {}
 #: Length of the example the kernel is traced at (a length that no operation specialises).
