@@ -30,6 +30,15 @@ def swept(entry: EnvEntry) -> bool:
 
 SWEPT_IDS = [e.id for e in REGISTRY if swept(e)]
 CLASSIC_IDS = [e.id for e in REGISTRY if e.env_def.startswith(FAMILIES[0])]
+#: The integer games whose compiled-equality sweeps CI runs (``heavy``; every other
+#: MinAtar and MiniGrid class is ``slow``: their compiles take minutes each on 2 cores):
+#: two MinAtar games and two MiniGrid worlds, with moving objects and doors.
+CI_GAME_IDS = (
+    "gpuvec/MinAtar-Breakout-v0",
+    "gpuvec/MinAtar-Seaquest-v0",
+    "gpuvec/MiniGrid-DoorKey-5x5-v0",
+    "gpuvec/MiniGrid-Dynamic-Obstacles-5x5-v0",
+)
 
 
 def actions(space: gym.Space, steps: int, seed: int) -> list[torch.Tensor]:

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from reproducibility import CLASSIC_IDS, SWEPT_IDS, actions, bits_equal, run, swept
+from reproducibility import CI_GAME_IDS, CLASSIC_IDS, SWEPT_IDS, actions, bits_equal, run, swept
 
 from gpuvec_envs.compiler import compile_flat
 from gpuvec_envs.compiler.backend import Backend
@@ -71,14 +71,15 @@ def test_eager_and_compiled_bitwise_equal(env_id: str, dtype: str) -> None:
 
 
 #: One ID per env class (the first registered): the sweep's cases that CI runs (``heavy``):
-#: N=64 in float32, and for the float physics (classic control) also float64 and N=4096.
-#: Every other ID, dtype and N is ``slow`` (~200 compiles).
+#: every classic-control class in float32 at N=64 and 4096 and in float64 at N=64, and
+#: :data:`CI_GAME_IDS` in float32 at N=64. Every other ID, dtype and N is ``slow`` (~200
+#: compiles).
 CLASS_IDS = {e.id for e in {e.env_def: e for e in reversed(REGISTRY) if swept(e)}.values()}
 
 
 def _sweep_mark(env_id: str, dtype: str, n: int) -> pytest.MarkDecorator:
     classic = env_id in CLASSIC_IDS
-    ci = env_id in CLASS_IDS and (classic or (dtype == "f32" and n == 64))
+    ci = env_id in CLASS_IDS and (classic or (env_id in CI_GAME_IDS and dtype == "f32" and n == 64))
     if ci and classic and n == 4096 and dtype == "f64":
         ci = False
     return pytest.mark.heavy if ci else pytest.mark.slow

@@ -285,6 +285,14 @@ def _one_id_per_class() -> list[str]:
 FAST_CLASSES = ("gpuvec/MinAtar-Breakout-v0", "gpuvec/MiniGrid-Empty-5x5-v0")
 
 
+def _class_mark(env_id: str) -> pytest.MarkDecorator:
+    """``heavy`` (CI) for classic control and :data:`CI_GAME_IDS`, ``slow`` for the other
+    MinAtar and MiniGrid classes (a scan's compile takes minutes each on 2 cores)."""
+    from reproducibility import CI_GAME_IDS, CLASSIC_IDS
+
+    return pytest.mark.heavy if env_id in (*CLASSIC_IDS, *CI_GAME_IDS) else pytest.mark.slow
+
+
 class CountPolicy(torch.nn.Module):
     """A policy exact in eager and compiled code alike: how many observation entries exceed
     0.1 (an integer count whatever the summation order), mapped onto the action space."""
@@ -304,7 +312,7 @@ class CountPolicy(torch.nn.Module):
 @pytest.mark.parametrize(
     ("env_id", "kind"),
     [
-        pytest.param(i, "module", marks=() if i in FAST_CLASSES else pytest.mark.heavy)
+        pytest.param(i, "module", marks=() if i in FAST_CLASSES else _class_mark(i))
         for i in _one_id_per_class()
     ]
     + [pytest.param(i, "function", marks=pytest.mark.heavy) for i in FAST_CLASSES],
