@@ -555,7 +555,11 @@ def check(env_id: str, args: argparse.Namespace) -> bool:
     flatten_state = make_flattener((env.state,))
     traced = _in_place(fn, flatten_state) if args.in_place else fn
     start = time.perf_counter()
-    low = lower(traced, (env.state, action), env.compiler_options)
+    # Triton kernels only: eager_math would leave float64 sin/cos to ATen's own CUDA
+    # kernels (extern calls the interpreter cannot run; tests/test_reproducibility.py -m
+    # cuda checks them on a GPU), so here they are lowered to Triton (libdevice) as well
+    options = env.compiler_options.replace({"eager_math": False})
+    low = lower(traced, (env.state, action), options)
     call, kernels = load(low.source, args.config)
     print(f"{env_id}: lowered in {time.perf_counter() - start:.0f} s, {len(kernels)} kernels")
     for k in kernels:
