@@ -12,6 +12,7 @@ Each function takes the keys of the envs being generated, ``(B, 2)`` int64 (see
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -115,8 +116,9 @@ def light_level(timestep: torch.Tensor, params: CraftaxParams) -> torch.Tensor:
     return fma32(-c, c * c, 1.0)
 
 
+@functools.cache
 def initial_light_level(params: CraftaxParams) -> float:
-    """The light level of a new world.
+    """The light level of a new world (computed once per params, not per reset).
 
     craftax passes the Python int 0, so the progress is a Python float and XLA folds the
     rest to a constant (its evaluator: glibc's ``cosf``, separate roundings).
