@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -76,7 +77,8 @@ def test_pixels_need_neither_jax_nor_craftax():
         "assert p.textures(64, torch.device('cpu')).block.shape == (17, 64, 64, 3)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'craftax')))\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.getcwd(), OMP_NUM_THREADS="1")
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -107,6 +109,43 @@ def test_step_leaves_the_key_the_render_read():
         a.step(act), b.step(act)
     for x, y in zip(a.state.env, b.state.env, strict=True):
         assert torch.equal(x, y)
+
+
+def _worlds_and_steps(device: str, n: int = 6, steps: int = 6) -> list:
+    """Generated worlds and the states of ``steps`` random steps, on ``device``."""
+    params = classic.CraftaxParams()
+    state = generate_world(tf.prng_key(torch.arange(n, device=device) + 50), params)
+    # evening: the night noise is drawn and shown
+    state = state._replace(timestep=state.timestep + 200)
+    states = [state]
+    acts = _actions(3, steps, n).to(device)
+    for t in range(steps):
+        state, _ = craftax_step(state.state_rng, state, acts[t], params)
+        states.append(state._replace(state_rng=state.state_rng.contiguous()))
+    return states
+
+
+def test_render_is_batch_independent():
+    """Env i's pixels are the same alone and in a batch, at 7 and 64 px."""
+    state = _worlds_and_steps("cpu")[-1]
+    assert (state.light_level < 0.5).any()
+    for size in (7, 64):
+        tex = pixels.textures(size, CPU)
+        batch = pixels.render_pixels(state, tex)
+        alone = pixels.render_pixels(type(state)(*(x[4:5] for x in state)), tex)
+        assert torch.equal(batch[4:5].view(torch.int32), alone.view(torch.int32))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_render_equals_cpu_bitwise():
+    """Pixels at 7 and 64 px on CUDA equal the CPU's bit for bit (worlds, then steps)."""
+    cpu_states, cuda_states = _worlds_and_steps("cpu"), _worlds_and_steps("cuda")
+    for size in (7, 64):
+        for a, b in zip(cpu_states, cuda_states, strict=True):
+            x = pixels.render_pixels(a, pixels.textures(size, CPU))
+            y = pixels.render_pixels(b, pixels.textures(size, torch.device("cuda"))).cpu()
+            assert torch.equal(x.view(torch.int32), y.view(torch.int32)), size
 
 
 # -- against craftax ----------------------------------------------------------------------
@@ -161,6 +200,8 @@ def ref():
 
         @staticmethod
         def step(state, action: torch.Tensor):
+            # strong-typed arrays whatever made the state (reset, step, to_craftax): one jit
+            state = jax.tree.map(lambda x: jax.numpy.asarray(np.asarray(x)), state)
             return step(state.state_rng, state, jax.numpy.asarray(action.numpy()), params)
 
     return Ref
@@ -267,7 +308,7 @@ def test_pixels_id_autoreset_equals_craftax(ref):
     act = _actions(6, 1, n)[0]
     obs, _, term, _, info = env.step(act)
     want_final, _, _, done, _ = ref.step(ref.to_craftax(s), act)
-    assert torch.equal(term, torch.as_tensor(np.asarray(done))) and term[dying].all()
+    assert torch.equal(term, torch.as_tensor(np.array(done))) and term[dying].all()
     final = info["final_obs"]
     _bits_equal(final[term], np.asarray(want_final)[term.numpy()], "final_obs")
     keys = tf.fold_in(tf.fold_in(classic.seed_keys(torch.arange(20, 20 + n)), 0x43524654), counter)

@@ -34,6 +34,7 @@ import pathlib
 import numpy as np
 import torch
 
+from gpuvec_envs.core.constants import table
 from gpuvec_envs.envs.craftax import _threefry as tf
 from gpuvec_envs.envs.craftax._libm import fma32, round32
 from gpuvec_envs.envs.craftax.constants import INVENTORY, OBS_DIM
@@ -69,6 +70,11 @@ INVENTORY_SLOTS: tuple[tuple[str, int, int], ...] = (
 #: craftax's luminance weights and enhance factor, as float32 (its Python floats, weakly typed)
 _R, _G, _B = round32(0.299), round32(0.587), round32(0.114)
 _ENHANCE, _1_ENHANCE = round32(0.4), round32(1 - 0.4)
+#: Half of craftax's night tint ``(0, 16, 64)`` and of its sleep tint ``(0, 0, 16)``.
+_NIGHT_TINT = (0.0, 8.0, 32.0)
+_SLEEP_TINT = (0.0, 0.0, 8.0)
+#: Inventory cell (row * 9 + column) of each slot.
+_SLOT_CELLS = tuple(row * OBS_DIM[1] + col for _, col, row in INVENTORY_SLOTS)
 _ASSETS = pathlib.Path(__file__).resolve().parent / "assets"
 
 
@@ -235,7 +241,7 @@ def render_pixels(state: CraftaxState, tex: Textures) -> torch.Tensor:
     view = map_view(state).long()  # (N, 7, 9)
     image = _blocks_to_image(tex.block[view]).contiguous()  # (N, 7 s, 9 s, 3)
     h, w = image.shape[1:3]
-    half = torch.tensor([OBS_DIM[0] // 2, OBS_DIM[1] // 2], device=dev)
+    half = table((OBS_DIM[0] // 2, OBS_DIM[1] // 2), dtype=torch.int64, like=view)
 
     # player: on the centre cell
     facing = torch.where(state.is_sleeping, 4, state.player_direction - 1)
@@ -249,7 +255,7 @@ def render_pixels(state: CraftaxState, tex: Textures) -> torch.Tensor:
     )
 
     # mobs, slot by slot
-    dims = torch.tensor(OBS_DIM, device=dev)
+    dims = table(OBS_DIM, dtype=torch.int64, like=view)
     groups = (
         (state.zombies_position, state.zombies_mask, 0),
         (state.cows_position, state.cows_mask, 1),
@@ -271,24 +277,21 @@ def render_pixels(state: CraftaxState, tex: Textures) -> torch.Tensor:
         k = arrow_kind[:, slot]
         _draw_cell(image, local, on, tex.arrows[k], tex.arrows_alpha[k], exact_alpha=True)
 
-    # night
+    # night (XLA:CPU contracts the products and sums marked fma32; where it adds a product
+    # by 0.5 or by 0/1, the float32 operations are already exact)
     light = state.light_level[:, None, None, None]  # (N, 1, 1, 1) float32
     static = torch.clamp(2 * (0.5 - light), min=0.0)
-    noise = tf.uniform(state.state_rng, (h, w))[..., None]  # (N, H, W, 1)
-    noise = fma32(noise, 95.0, 32.0)
+    noise = fma32(tf.uniform(state.state_rng, (h, w))[..., None], 95.0, 32.0)  # (N, H, W, 1)
     mask = static * tex.noise_mask
     with_static = fma32(mask, noise, (1 - mask) * image)
     night = torch.where(light < 0.5, with_static, image)
-    lum = _luminance(night)[..., None]
-    night = fma32(night, _ENHANCE, _1_ENHANCE * lum)
-    tint = torch.tensor([0.0, 16.0, 64.0], device=dev)
-    night = fma32(0.5, night, 0.5 * tint)
+    night = fma32(night, _ENHANCE, _1_ENHANCE * _luminance(night)[..., None])
+    night = 0.5 * night + table(_NIGHT_TINT, dtype=torch.float32, like=night)
     image = fma32(light, image, (1 - light) * night)
 
     # sleeping
-    sleep = fma32(0.5, _luminance(image)[..., None], torch.tensor([0.0, 0.0, 8.0], device=dev))
-    asleep = state.is_sleeping[:, None, None, None].to(torch.float32)
-    image = fma32(1 - asleep, image, asleep * sleep)
+    sleep = 0.5 * _luminance(image)[..., None] + table(_SLEEP_TINT, dtype=torch.float32, like=image)
+    image = torch.where(state.is_sleeping[:, None, None, None], sleep, image)
 
     # inventory
     intrinsics = {
@@ -309,7 +312,7 @@ def render_pixels(state: CraftaxState, tex: Textures) -> torch.Tensor:
     slot = torch.arange(len(INVENTORY_SLOTS), device=dev)
     tiles = tex.inventory[slot, (values > 0).long(), digit]  # (N, 16, s, s, 3)
     cells = torch.zeros(n, INVENTORY_ROWS * OBS_DIM[1], s, s, 3, device=dev)
-    where = torch.tensor([row * OBS_DIM[1] + col for _, col, row in INVENTORY_SLOTS], device=dev)
+    where = table(_SLOT_CELLS, dtype=torch.int64, like=view)
     cells[:, where] = tiles
     inventory = _blocks_to_image(cells.view(n, INVENTORY_ROWS, OBS_DIM[1], s, s, 3))
     return torch.cat((image, inventory), 1)
