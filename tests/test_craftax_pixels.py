@@ -136,6 +136,18 @@ def test_render_is_batch_independent():
         assert torch.equal(batch[4:5].view(torch.int32), alone.view(torch.int32))
 
 
+def test_traced_observation_equals_eager():
+    """Traced with fake tensors (as the compiled backend traces the step), the observation
+    builds its textures inside the trace; the graph computes the eager bits."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    env_def, params = classic.CraftaxClassicPixels(), classic.CraftaxParams()
+    state = _worlds_and_steps("cpu", n=3, steps=1)[-1]
+    graph = make_fx(lambda s: env_def.observation(params, s), tracing_mode="fake")(state)
+    want = env_def.observation(params, state)
+    assert torch.equal(graph(state).view(torch.int32), want.view(torch.int32))
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_render_equals_cpu_bitwise():

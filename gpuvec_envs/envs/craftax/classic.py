@@ -188,7 +188,7 @@ class CraftaxClassicSymbolic(EnvDef[CraftaxState, CraftaxParams]):
         craftax's float pixels (``BLOCK_PIXEL_SIZE_HUMAN``, what its play script shows)
         truncated to integers, as numpy's ``astype(uint8)`` does.
         """
-        return render_pixels(state, textures(HUMAN_BLOCK, state.map.device)).to(torch.uint8)
+        return render_pixels(state, textures(HUMAN_BLOCK, state.map)).to(torch.uint8)
 
     def episode_info(
         self, params: CraftaxParams, state: CraftaxState
@@ -219,4 +219,4 @@ class CraftaxClassicPixels(CraftaxClassicSymbolic):
 
         XLA:CPU divides by the constant as a product with float32's ``1 / 255``; so here.
         """
-        return render_pixels(state, textures(AGENT_BLOCK, state.map.device)) * _INV_255
+        return render_pixels(state, textures(AGENT_BLOCK, state.map)) * _INV_255

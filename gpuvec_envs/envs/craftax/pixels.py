@@ -34,7 +34,7 @@ import pathlib
 import numpy as np
 import torch
 
-from gpuvec_envs.core.constants import table
+from gpuvec_envs.core.constants import table, traced
 from gpuvec_envs.envs.craftax import _threefry as tf
 from gpuvec_envs.envs.craftax._libm import fma32, round32
 from gpuvec_envs.envs.craftax.constants import INVENTORY, OBS_DIM
@@ -136,9 +136,26 @@ def _inventory_tiles(a: dict[str, np.ndarray], s: int) -> np.ndarray:
     return out
 
 
+def textures(block: int, like: torch.Tensor | torch.device) -> Textures:
+    """Craftax's textures of ``block``-pixel blocks (7 or 64) on a tensor's (or a) device.
+
+    Eager calls share one set per (size, device); inside a compiler trace (a ``like``
+    tensor that is traced) they are built afresh, so the trace records them as constants.
+    """
+    if isinstance(like, torch.Tensor):
+        if traced(like):
+            return _build(block, like.device)
+        like = like.device
+    return _cached(block, torch.device(like))
+
+
 @functools.cache
-def textures(block: int, device: torch.device) -> Textures:
-    """Craftax's textures of ``block``-pixel blocks (7 or 64) on ``device``, built once."""
+def _cached(block: int, device: torch.device) -> Textures:
+    return _build(block, device)
+
+
+def _build(block: int, device: torch.device) -> Textures:
+    """The textures of ``block``-pixel blocks on ``device``."""
     a = _arrays(block)
     if not a:
         raise ValueError(f"no textures of block size {block}; sizes: {AGENT_BLOCK}, {HUMAN_BLOCK}")
