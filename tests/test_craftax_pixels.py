@@ -330,9 +330,10 @@ def test_pixels_id_autoreset_equals_craftax(ref):
 
 
 @pytest.mark.parametrize("env_id", [PIXELS, SYMBOLIC])
-def test_rgb_array_equals_craftax(ref, env_id):
+def test_rgb_array_equals_craftax(ref, env_id, monkeypatch):
     """``render()``: one (576, 576, 3) uint8 frame per env, craftax's 64 px render
-    truncated to integers (numpy's ``astype(uint8)``); ``render_frames`` keeps the batch."""
+    truncated to integers (numpy's ``astype(uint8)``), drawn in chunks of envs or not;
+    ``render_frames`` keeps the batch."""
     env = make(env_id, 8, render_mode="rgb_array")
     env.reset(seed=5)
     env.set_env_state(pixels_ready(3, 8))
@@ -340,6 +341,8 @@ def test_rgb_array_equals_craftax(ref, env_id):
     assert len(frames) == 8 and frames[0].shape == (576, 576, 3) and frames[0].dtype == np.uint8
     want = ref.render(env.state.env, 64).astype(np.uint8)
     np.testing.assert_array_equal(np.stack(frames), want)
+    monkeypatch.setattr(classic, "RENDER_CHUNK", 3)  # chunks of 3, 3 and 2 envs
+    np.testing.assert_array_equal(np.stack(env.render()), want)
     sub = env.render_frames([6, 1])
     assert sub.shape == (2, 576, 576, 3) and sub.dtype == torch.uint8
     np.testing.assert_array_equal(sub.numpy(), want[[6, 1]])

@@ -57,6 +57,8 @@ OBS_SIZE = 1345
 #: Achievement names, in craftax's order (the columns of ``info["achievements"]``).
 ACHIEVEMENTS: tuple[str, ...] = tuple(a.name.lower() for a in Achievement)
 MASK32 = 0xFFFFFFFF
+#: Envs drawn at a time by ``render`` (bounds its float temporaries).
+RENDER_CHUNK = 16
 #: float32's nearest value to 1 / 255: craftax's ``pixels / 255.0`` as XLA:CPU computes it.
 _INV_255 = float(np.float32(1) / np.float32(255))
 
@@ -141,7 +143,8 @@ class CraftaxClassicSymbolic(EnvDef[CraftaxState, CraftaxParams]):
     """
 
     params_type = CraftaxParams
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"]}
+    #: ``render_fps``: the default ``--fps`` of craftax's play script
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 60}
     costly_reset = True
 
     def observation_space(self, params: CraftaxParams, dtype: torch.dtype) -> gym.Space:
@@ -186,9 +189,19 @@ class CraftaxClassicSymbolic(EnvDef[CraftaxState, CraftaxParams]):
         """uint8 ``(N, 576, 576, 3)``: ``render_craftax_pixels`` at 64 px per block.
 
         craftax's float pixels (``BLOCK_PIXEL_SIZE_HUMAN``, what its play script shows)
-        truncated to integers, as numpy's ``astype(uint8)`` does.
+        truncated to integers, as numpy's ``astype(uint8)`` does. Drawn
+        :data:`RENDER_CHUNK` envs at a time: a 64 px frame's float temporaries take ~30 MB
+        an env (not part of a step).
         """
-        return render_pixels(state, textures(HUMAN_BLOCK, state.map)).to(torch.uint8)
+        tex = textures(HUMAN_BLOCK, state.map)
+        n = state.map.shape[0]
+        out = torch.empty(
+            (n, *frame_shape(HUMAN_BLOCK)), dtype=torch.uint8, device=state.map.device
+        )
+        for i in range(0, n, RENDER_CHUNK):
+            part = type(state)(*(x[i : i + RENDER_CHUNK] for x in state))
+            out[i : i + RENDER_CHUNK] = render_pixels(part, tex).to(torch.uint8)
+        return out
 
     def episode_info(
         self, params: CraftaxParams, state: CraftaxState
