@@ -251,6 +251,13 @@ REGISTRY: tuple[EnvEntry, ...] = (
         "Craftax-Classic-Symbolic-v1",
         kwargs={"backend": "eager"},
     ),
+    EnvEntry(
+        "gpuvec/Craftax-Classic-Pixels-v1",
+        "gpuvec_envs.envs.craftax.classic:CraftaxClassicPixels",
+        10000,
+        "Craftax-Classic-Pixels-v1",
+        kwargs={"backend": "eager"},
+    ),
 )
 
 

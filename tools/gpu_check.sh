@@ -86,6 +86,7 @@ export GPUVEC_CUDA_VS_CPU="$OUT_DIR/cuda_vs_cpu.txt"
 timeout "${TESTS_S:-240}" python3 -m pytest -v -m cuda -n 10 -p no:cacheprovider -rfEs \
     tests/test_cuda.py tests/test_engine.py tests/test_rollout.py tests/test_checkpoint.py \
     tests/test_cleanrl_wrappers.py tests/test_reproducibility.py tests/test_craftax_torch.py \
+    tests/test_craftax_pixels.py \
     tests/test_mujoco_warp.py >"$OUT_DIR/cuda_tests.log" 2>&1
 tests=$?
 grep -E "FAILED|ERROR|passed|failed" "$OUT_DIR/cuda_tests.log" | tail -n 40

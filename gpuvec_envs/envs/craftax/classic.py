@@ -1,9 +1,12 @@
-"""Craftax-Classic-Symbolic as a gpuvec env: craftax 1.6.1's game behind the shell.
+"""Craftax-Classic (Symbolic and Pixels) as gpuvec envs: craftax 1.6.1's game behind the shell.
 
-Mirrors ``craftax/craftax_classic/envs/craftax_symbolic_env.py`` (craftax 1.6.1,
-``CraftaxClassicSymbolicEnvNoAutoReset``): ``reset_env`` is ``generate_world(key)``,
-``step_env`` is ``craftax_step`` then ``is_game_over``, the observation is
-``render_craftax_symbolic``. The shell adds seeding, the time limit and autoreset.
+Mirrors ``craftax/craftax_classic/envs/craftax_symbolic_env.py`` and
+``craftax_pixels_env.py`` (craftax 1.6.1, ``CraftaxClassic{Symbolic,Pixels}EnvNoAutoReset``):
+``reset_env`` is ``generate_world(key)``, ``step_env`` is ``craftax_step`` then
+``is_game_over``, the observation is ``render_craftax_symbolic`` or
+``render_craftax_pixels`` at 7 px per block divided by 255. The shell adds seeding, the time
+limit and autoreset. Both render ``rgb_array`` frames: craftax's pixel rendering at its
+human block size (64 px, as its play script draws), (576, 576, 3) uint8.
 
 Keys (craftax takes a jax key per call; here each env carries its own):
 
@@ -36,6 +39,13 @@ from gpuvec_envs.envs.craftax import _threefry as tf
 from gpuvec_envs.envs.craftax._index import get_cell
 from gpuvec_envs.envs.craftax.constants import Achievement, BlockType
 from gpuvec_envs.envs.craftax.obs import symbolic_obs
+from gpuvec_envs.envs.craftax.pixels import (
+    AGENT_BLOCK,
+    HUMAN_BLOCK,
+    frame_shape,
+    render_pixels,
+    textures,
+)
 from gpuvec_envs.envs.craftax.state import CraftaxParams, CraftaxState
 from gpuvec_envs.envs.craftax.step import craftax_step
 from gpuvec_envs.envs.craftax.worldgen import generate_world, light_level
@@ -47,6 +57,10 @@ OBS_SIZE = 1345
 #: Achievement names, in craftax's order (the columns of ``info["achievements"]``).
 ACHIEVEMENTS: tuple[str, ...] = tuple(a.name.lower() for a in Achievement)
 MASK32 = 0xFFFFFFFF
+#: Envs drawn at a time by ``render`` (bounds its float temporaries).
+RENDER_CHUNK = 16
+#: float32's nearest value to 1 / 255: craftax's ``pixels / 255.0`` as XLA:CPU computes it.
+_INV_255 = float(np.float32(1) / np.float32(255))
 
 
 def seed_keys(seeds: torch.Tensor) -> torch.Tensor:
@@ -129,7 +143,8 @@ class CraftaxClassicSymbolic(EnvDef[CraftaxState, CraftaxParams]):
     """
 
     params_type = CraftaxParams
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    #: ``render_fps``: the default ``--fps`` of craftax's play script
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 60}
     costly_reset = True
 
     def observation_space(self, params: CraftaxParams, dtype: torch.dtype) -> gym.Space:
@@ -170,8 +185,51 @@ class CraftaxClassicSymbolic(EnvDef[CraftaxState, CraftaxParams]):
         """float32 ``(N, 1345)``: ``render_craftax_symbolic``."""
         return symbolic_obs(state)
 
+    def render(self, params: CraftaxParams, state: CraftaxState) -> torch.Tensor:
+        """uint8 ``(N, 576, 576, 3)``: ``render_craftax_pixels`` at 64 px per block.
+
+        craftax's float pixels (``BLOCK_PIXEL_SIZE_HUMAN``, what its play script shows)
+        truncated to integers, as numpy's ``astype(uint8)`` does. Drawn
+        :data:`RENDER_CHUNK` envs at a time: a 64 px frame's float temporaries take ~30 MB
+        an env (not part of a step).
+        """
+        tex = textures(HUMAN_BLOCK, state.map)
+        n = state.map.shape[0]
+        out = torch.empty(
+            (n, *frame_shape(HUMAN_BLOCK)), dtype=torch.uint8, device=state.map.device
+        )
+        for i in range(0, n, RENDER_CHUNK):
+            part = type(state)(*(x[i : i + RENDER_CHUNK] for x in state))
+            out[i : i + RENDER_CHUNK] = render_pixels(part, tex).to(torch.uint8)
+        return out
+
     def episode_info(
         self, params: CraftaxParams, state: CraftaxState
     ) -> dict[str, torch.Tensor] | None:
         """``{"achievements": (N, 22) bool}``, craftax's achievement flags."""
         return {"achievements": state.achievements.clone()}  # not the state's own buffer
+
+
+class CraftaxClassicPixels(CraftaxClassicSymbolic):
+    """Craftax-Classic with craftax's pixel observation (``Craftax-Classic-Pixels-v1``).
+
+    The game, actions, rewards, episode ends, keys and ``info`` of
+    :class:`CraftaxClassicSymbolic`; only the observation differs.
+
+    Observation Space:
+        ``Box(0, 1, (63, 63, 3), float32)``: ``render_craftax_pixels`` at 7 px per block
+        divided by 255, bit for bit: the 7 x 9 view (49 x 63 px) above two inventory rows
+        (14 px); night noise from the state's key ``state.state_rng`` (read, not consumed).
+        See :mod:`gpuvec_envs.envs.craftax.pixels`.
+    """
+
+    def observation_space(self, params: CraftaxParams, dtype: torch.dtype) -> gym.Space:
+        """``Box(0, 1, (63, 63, 3), float32)`` whatever ``dtype`` (craftax's observation)."""
+        return gym.spaces.Box(0.0, 1.0, frame_shape(AGENT_BLOCK), dtype=np.float32)
+
+    def observation(self, params: CraftaxParams, state: CraftaxState) -> torch.Tensor:
+        """float32 ``(N, 63, 63, 3)``: ``render_craftax_pixels(state) / 255``.
+
+        XLA:CPU divides by the constant as a product with float32's ``1 / 255``; so here.
+        """
+        return render_pixels(state, textures(AGENT_BLOCK, state.map)) * _INV_255
