@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 
+# Two xdist workers with two OpenMP threads each share two cores: spinning threads then wait
+# for threads that are not running (an eager Craftax step 2-3x slower beside a busy core).
+# Passive waiting leaves the threads and every result as they are. It is read when torch
+# loads its OpenMP runtime, so only before torch is imported.
+if "torch" not in sys.modules:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The suite compiles the same graphs again and again; with warm start on, envs that tests
 # expect to step eagerly first would build at their first call. tests/test_warm_start.py
 # turns it on where it is tested.

@@ -19,8 +19,13 @@ jnp = pytest.importorskip("jax.numpy")
 pytest.importorskip("craftax")
 
 import craftax_common as cc  # noqa: E402
+from minatar_common import single_thread  # noqa: E402
 
 from gpuvec_envs.envs.craftax import _threefry as tf  # noqa: E402
+
+# small eager batches: one torch thread, immune to OpenMP contention beside other workers
+pytestmark = pytest.mark.usefixtures("single_thread")
+__all__ = ["single_thread"]
 
 SEEDS = [0, 1, 2, 7, 42, 123, 2**31 - 1, 2**31, 2**32 - 1, 987654321]
 

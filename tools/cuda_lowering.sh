@@ -11,6 +11,7 @@
 #
 #   tools/cuda_lowering.sh [PYTEST ARGS...]           # e.g. -m slow: also SameStep codegen
 #   tools/cuda_lowering.sh --interp [PYTEST ARGS...]  # the interpreter suite
+#   tools/cuda_lowering.sh --build                    # only build .venv-cuda
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION="${CUDA_LOWERING_TORCH:-2.14.1}"
@@ -22,10 +23,13 @@ if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import torch, triton"
     "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" $pins
     "$VENV/bin/pip" install -q --no-deps -e .
 fi
+if [ "${1:-}" = "--build" ]; then
+    exit 0
+fi
 if [ "${1:-}" = "--interp" ]; then
     shift
-    exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 -m "interp and not slow" -rP \
+    exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist worksteal -m "interp and not slow" -rP \
         tests/test_triton_interpret.py "$@"
 fi
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 -m "not slow" \
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist worksteal -m "not slow" \
     tests/test_cuda_lowering.py "$@"
