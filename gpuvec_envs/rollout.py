@@ -44,8 +44,13 @@ _log = logging.getLogger(__name__)
 #: wrapper would re-enter Python for every step); marking ``scan`` cacheable lets the FX
 #: graph cache (whose key includes the loop body's code) keep the compiled rollout across
 #: processes, so a later process loads it instead of compiling it again.
+#: torch 2.11's C++ wrapper cannot generate scan's loop (``codegen_subgraph_prefix`` asserts
+#: on the loop's inputs); before 2.13 the scan keeps inductor's Python wrapper (the
+#: collector's ``reason`` says so).
+CPP_WRAPPER_SCAN = torch.torch_version.TorchVersion(torch.__version__) >= (2, 13)
+PYTHON_WRAPPER_WHY = f"Python wrapper: torch {torch.__version__}'s C++ wrapper cannot build scan"
 SCAN_INDUCTOR_OPTIONS = {
-    "cpp_wrapper": True,
+    "cpp_wrapper": CPP_WRAPPER_SCAN,
     "unsafe_marked_cacheable_functions": {"torch.ops.higher_order.scan": "gpuvec-rollout-1"},
     **threads.inductor_options(),
 }
@@ -276,6 +281,8 @@ class RolloutCollector:
             self._path, self.reason = "env_step", f"{why}: the policy and the env's step"
         elif self._scan_choice is True:
             self._path, self.reason = "scan", "scan=True: the rollout is one compiled scan"
+            if not CPP_WRAPPER_SCAN:
+                self.reason = f"{self.reason} ({PYTHON_WRAPPER_WHY})"
         else:
             self._path, self.reason = None, "scan='auto': the scan is being built and timed"
         #: How the last rollout ran: ``"scan"``, ``"env_step"`` (the loop) or ``"cuda_graph"``.
@@ -463,6 +470,8 @@ class RolloutCollector:
                 f"scan='auto': {self._path} measured {slow / max(fast, 1e-9):.2f}x faster "
                 f"(median of {self.TRIALS} rollouts each)"
             )
+            if self._path == "scan" and not CPP_WRAPPER_SCAN:
+                self.reason = f"{self.reason} ({PYTHON_WRAPPER_WHY})"
             _log.info("rollout: %s", self.reason)
         return out
 

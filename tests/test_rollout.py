@@ -10,6 +10,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 import gpuvec_envs  # noqa: F401 - registers the IDs
+from gpuvec_envs import rollout
 from gpuvec_envs.compiler import flat
 from gpuvec_envs.rollout import RolloutCollector
 
@@ -114,6 +115,17 @@ def test_scan_collector_equals_loop():
     function as the policy: compiled by ``torch.compile``, which lifts its weights)."""
     c = check_against_loop("compile", collects=3, scan=True)
     assert c.kind == "scan"
+    assert (rollout.PYTHON_WRAPPER_WHY in c.reason) is not rollout.CPP_WRAPPER_SCAN
+
+
+@pytest.mark.heavy
+def test_scan_with_the_python_wrapper_equals_loop(monkeypatch):
+    """The scan as torch releases before 2.13 build it (inductor's Python wrapper), here
+    on whatever torch runs the suite: equal to the loop, and the reason says so."""
+    monkeypatch.setattr(rollout, "CPP_WRAPPER_SCAN", False)
+    monkeypatch.setitem(rollout.SCAN_INDUCTOR_OPTIONS, "cpp_wrapper", False)
+    c = check_against_loop("compile", collects=2, module_policy=True, scan=True)
+    assert c.kind == "scan" and rollout.PYTHON_WRAPPER_WHY in c.reason
 
 
 @pytest.mark.heavy
