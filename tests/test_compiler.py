@@ -185,6 +185,11 @@ def _small(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return x * 3 + y, (x ^ y) & 7
 
 
+@pytest.mark.skipif(
+    torch.torch_version.TorchVersion(torch.__version__) < (2, 13),
+    reason="torch 2.11 crashes on a fake-tensor trace in the main thread after one in another "
+    "thread (make_fx alone; docs/compiler.md#torch-versions)",
+)
 def test_no_torch_patch_outlives_a_compile_and_threads_compile_one_at_a_time():
     original = _patched_attributes()
     x, y = torch.arange(32, dtype=torch.int32), torch.full((32,), 5, dtype=torch.int32)
