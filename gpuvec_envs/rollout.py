@@ -40,15 +40,15 @@ from gpuvec_envs.core.vector import GpuVecEnv
 
 _log = logging.getLogger(__name__)
 
-#: Inductor options of the scan rollout. The C++ wrapper runs scan's loop in C++ (a Python
-#: wrapper would re-enter Python for every step); marking ``scan`` cacheable lets the FX
-#: graph cache (whose key includes the loop body's code) keep the compiled rollout across
-#: processes, so a later process loads it instead of compiling it again.
 #: torch 2.11's C++ wrapper cannot generate scan's loop (``codegen_subgraph_prefix`` asserts
 #: on the loop's inputs); before 2.13 the scan keeps inductor's Python wrapper (the
 #: collector's ``reason`` says so).
 CPP_WRAPPER_SCAN = torch.torch_version.TorchVersion(torch.__version__) >= (2, 13)
 PYTHON_WRAPPER_WHY = f"Python wrapper: torch {torch.__version__}'s C++ wrapper cannot build scan"
+#: Inductor options of the scan rollout. The C++ wrapper runs scan's loop in C++ (a Python
+#: wrapper would re-enter Python for every step); marking ``scan`` cacheable lets the FX
+#: graph cache (whose key includes the loop body's code) keep the compiled rollout across
+#: processes, so a later process loads it instead of compiling it again.
 SCAN_INDUCTOR_OPTIONS = {
     "cpp_wrapper": CPP_WRAPPER_SCAN,
     "unsafe_marked_cacheable_functions": {"torch.ops.higher_order.scan": "gpuvec-rollout-1"},

@@ -11,6 +11,7 @@ import sys
 # loads its OpenMP runtime, so only before torch is imported.
 if "torch" not in sys.modules:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # The suite compiles the same graphs again and again; with warm start on, envs that tests
 # expect to step eagerly first would build at their first call. tests/test_warm_start.py
 # turns it on where it is tested.
