@@ -498,6 +498,48 @@ def count_reads(monkeypatch: pytest.MonkeyPatch, fn: Any) -> dict[str, int]:
     return calls
 
 
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_lean_step_equals_torchrl_post_processing(monkeypatch, name: str) -> None:
+    """``LEAN_STEP`` skips TorchRL's ``_step_proc_data`` (``EnvBase.step`` still reaches the
+    adapter's hook), and the steps equal TorchRL's own post-processing entry for entry:
+    keys, shapes, dtypes and values; ``run_type_checks`` runs TorchRL's version."""
+    from torchrl.envs import EnvBase
+
+    import gpuvec_envs.adapters.torchrl as module
+
+    n, steps = 6, 20  # past every family's time limit (LIMITS)
+    actions = random_actions(reference(name, n), steps, seed=5)
+    torchrl_calls = []
+    original = EnvBase._step_proc_data
+
+    def counted(self: Any, data: Any) -> Any:
+        torchrl_calls.append(1)
+        return original(self, data)
+
+    monkeypatch.setattr(EnvBase, "_step_proc_data", counted)
+    runs = {}
+    for lean, checks in ((True, False), (False, False), (True, True)):
+        monkeypatch.setattr(module, "LEAN_STEP", lean)
+        env = adapter(name, n)
+        env.run_type_checks = checks
+        env.set_seed(2)
+        td, outs = env.reset(), []
+        del torchrl_calls[:]
+        for action in actions:
+            td["action"] = torchrl_action(env, action)
+            out, td = env.step_and_maybe_reset(td)
+            outs.append(out["next"].clone())
+        assert len(torchrl_calls) == (0 if lean and not checks else steps), (lean, checks)
+        runs[lean, checks] = outs
+    assert torch.stack([out["done"] for out in runs[True, False]]).any()
+    for other in ((False, False), (True, True)):
+        for got, want in zip(runs[True, False], runs[other], strict=True):
+            assert set(got.keys(True, True)) == set(want.keys(True, True))
+            for key in want.keys(True, True):
+                assert got[key].dtype == want[key].dtype, key
+                assert torch.equal(got[key], want[key]), key
+
+
 @pytest.mark.parametrize("categorical", [False, True])
 def test_a_step_reads_nothing_back_and_a_reset_one_flag(monkeypatch, categorical: bool) -> None:
     n = 6

@@ -605,6 +605,14 @@ class GpuVecEnv(gym.vector.VectorEnv):
             and actions.flags.c_contiguous
         ):  # a CPU env's own dtype, shape and layout: nothing to convert or check but values
             t = torch.from_numpy(actions)
+        elif (
+            type(actions) is torch.Tensor
+            and actions.dtype is self._action_dtype
+            and actions.shape == self._action_shape
+            and actions.device == self.device
+            and actions.is_contiguous()
+        ):  # the same for a tensor (a policy's output): a few µs less per step
+            t = actions
         else:
             t = action_tensor(
                 actions,
