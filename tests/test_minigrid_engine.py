@@ -119,11 +119,13 @@ def test_cuda_candidate_layout_draws_the_cpu_layouts_grids(
     env_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Placements laid along the cells (CUDA's layout, ``_grid.LANE_DEVICES``) pick the
-    same cells as the CPU's K candidates: equal grids over many resets."""
+    same cells as K candidates drawn directly (every placement, ``LANE_MAX_CHUNKS = 0``):
+    equal grids over many resets."""
     from gpuvec_envs.envs.minigrid import _grid
 
-    def grids(lane_devices: tuple[str, ...]) -> list[torch.Tensor]:
+    def grids(lane_devices: tuple[str, ...], max_chunks: int = 0) -> list[torch.Tensor]:
         monkeypatch.setattr(_grid, "LANE_DEVICES", lane_devices)
+        monkeypatch.setattr(_grid, "LANE_MAX_CHUNKS", max_chunks)
         env = gym.make_vec(env_id, num_envs=256, backend="eager", max_episode_steps=3)
         vec = env.unwrapped
 

@@ -209,6 +209,13 @@ FreeCells = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: (on the CPU the per-cell draws cost more than the kernels they save: FourRooms'
 #: step 1.6x slower at N=4096). The picks are the same.
 LANE_DEVICES: tuple[str, ...] = ("cuda",)
+#: Outside :data:`LANE_DEVICES`, the most chunks of candidates along the cells
+#: (``ceil(K / (H * W))``) a placement lays out; past it the placement draws its K
+#: candidates directly. Chunks chain into the reset's one loop over the cells:
+#: KeyCorridorS3R1's 17 placements of 176 candidates over 21 cells (153 chunks) spent over
+#: 15 min in inductor's C++ codegen, then failed to compile; drawn directly it compiles in
+#: ~70 s. The picks are the same either way.
+LANE_MAX_CHUNKS = 5
 
 
 def first_fit(
@@ -240,9 +247,10 @@ def first_fit(
         ``(index, found)``: (N,) int32 flat index of the first acceptable candidate (0 if
         none is), (N,) bool whether one is.
 
-    Grids of up to 63 cells pack their free cells into one int64 per env (a sum over
-    the cells), so that testing a candidate is a shift instead of a gather from the grid;
-    the candidates lie along the cells, ``ceil(K / (H * W))`` per cell, so that every
+    Grids of up to 63 cells (and placements of at most :data:`LANE_MAX_CHUNKS` chunks)
+    pack their free cells into one int64 per env (a sum over the cells), so that testing
+    a candidate is a shift instead of a gather from the grid; the candidates lie along
+    the cells, ``ceil(K / (H * W))`` per cell, so that every
     reduction of a placement runs over the cells: a reset's placements chain in one
     loop over the cells (one kernel) with the grid they edit. With ``free``, a candidate
     is tested without the grid, and the candidates lie along the cells on any grid where
@@ -252,7 +260,8 @@ def first_fit(
     (xl, xh), (yl, yh) = x_range, y_range
     dev = cells.device
     n_cells = cells.shape[1]
-    lanes = n_cells <= 63 if free is None else dev.type in LANE_DEVICES or n_cells <= 63
+    few = n_cells <= 63 and tries <= LANE_MAX_CHUNKS * n_cells
+    lanes = few if free is None else dev.type in LANE_DEVICES or few
     if not lanes:
         words = rng.bits(tries)
         xs = as_col(xl) + (((words >> 16) * as_col(xh - xl)) >> 16)
