@@ -66,6 +66,75 @@ def test_int32_ranges_become_a_broadcast_plus_a_constant():
     ]
 
 
+BOOL_SOURCE = """\
+#include <torch/csrc/inductor/cpp_prefix.h>
+extern "C" void kernel(const bool* in_ptr0, const int32_t* in_ptr1, bool* out_ptr0, uint8_t* out_ptr1)
+auto tmp0 = at::vec::VecMask<float,1>::from(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+auto tmp1 = at::vec::VecMask<float,1>::from(tmp9);
+auto tmp2 = tmp0.template cast<int32_t,1>();
+auto tmp3 = tmp2.to<uint8_t,1>();
+auto tmp4 = tmp2.template cast<uint8_t,1>();
+tmp2.store(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+tmp3.store(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));"""  # noqa: E501
+
+
+def test_bool_masks_call_the_helper():
+    """Two-argument mask loads, stores into ``bool*`` parameters and mask-to-byte
+    conversions go through the helper; a scalar mask, a uint8 store: unchanged."""
+    out, n = vec_paths.bool_masks(BOOL_SOURCE)
+    assert n == 4 and out.count("namespace gpuvec {") == 1
+    prefix = "#include <torch/csrc/inductor/cpp_prefix.h>\n"
+    assert out.startswith(prefix + vec_paths.MASK_HELPER)
+    body = out.split("\n")[-7:]
+    assert body == [
+        "auto tmp0 = gpuvec::mask_from(in_ptr0 + static_cast<int64_t>(x0), "
+        "static_cast<int64_t>(16));",
+        "auto tmp1 = at::vec::VecMask<float,1>::from(tmp9);",
+        "auto tmp2 = tmp0.template cast<int32_t,1>();",
+        "auto tmp3 = gpuvec::mask_to_u8(tmp2);",
+        "auto tmp4 = gpuvec::mask_cast_u8(tmp2);",
+        "gpuvec::store_mask(tmp2, out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));",
+        "tmp3.store(out_ptr1 + static_cast<int64_t>(x0), static_cast<int64_t>(16));",
+    ]
+    assert vec_paths.bool_masks(BOOL_SOURCE.replace(prefix, "")) == (
+        BOOL_SOURCE.replace(prefix, ""),
+        0,
+    )
+
+
+def _bool_fn(m: torch.Tensor, a: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Bool maps copied, scattered into, selected with, combined and cast to bytes."""
+    flat = m.reshape(m.shape[0], -1)
+    m2 = flat.scatter(1, idx[:, None], (a[:, None] > 0)).reshape(m.shape)
+    m3 = m2 & ~m
+    return (
+        m2,
+        m3,
+        torch.where(m2, a[:, None, None].float(), 0.5),
+        (m3 | m).to(torch.uint8),
+        torch.where(m3, 7, a[:, None, None].to(torch.uint8)),
+    )
+
+
+def _bool_inputs(n: int) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(1)
+    m = torch.rand(n, 13, 11, generator=gen) < 0.3  # 143 cells: full vectors and a tail
+    a = torch.randint(-3, 3, (n,), generator=gen)
+    return m, a, torch.randint(0, 143, (n,), generator=gen)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("on", [True, False])
+def test_compiled_bool_kernels_compute_the_same(on):
+    """Bool loads, stores and byte conversions, whole vectors and tails, both settings."""
+    args = _bool_inputs(37)
+    opts = resolve({"vec_paths": on, "inductor": {"fx_graph_cache": False}})
+    call = compile_flat(_bool_fn, args, compiler=opts)
+    status = dict((p.name, p.status) for p in call.passes)["vec_paths"]
+    assert status == ("applied" if on else "off")
+    assert all(map(torch.equal, call(*args), _bool_fn(*args)))
+
+
 def _fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
     c = torch.where(a != 0, (a & 15) - 1, -9) + (b >> 3).to(torch.int32)
     # a cell index against per-row positions: Vectorized<int32_t>::arange per vector
@@ -112,5 +181,8 @@ def test_avx2_code_computes_the_same(tmp_path):
         "call = compile_flat(t._fn, (a, b), compiler=resolve({}))\n"
         "print(dict((p.name, p.status) for p in call.passes)['vec_paths'],\n"
         "      all(map(torch.equal, call(a, b), t._fn(a, b))))\n"
+        "args = t._bool_inputs(37)\n"
+        "call = compile_flat(t._bool_fn, args, compiler=resolve({}))\n"
+        "print(all(map(torch.equal, call(*args), t._bool_fn(*args))))\n"
     )
-    assert run_avx2(script, tmp_path) == ["applied", "True"]
+    assert run_avx2(script, tmp_path) == ["applied", "True", "True"]

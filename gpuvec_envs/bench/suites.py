@@ -166,6 +166,15 @@ CRAFTAX_REPORT = (
         craftax=True,
         backend="eager",
     ),
+    Section(
+        "craftax_compiled",
+        "Craftax-Classic-Symbolic-v1, compiled step (backend='compile')",
+        ("gpuvec/Craftax-Classic-Symbolic-v1",),
+        (64, 1024),
+        peers=(),
+        gymnax=False,
+        backend="compile",
+    ),
 )
 GPU_REPORT = (
     Section(

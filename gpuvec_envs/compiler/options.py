@@ -36,8 +36,9 @@ class CompilerOptions:
         lean_wrapper: Keep the generated CPU wrapper's scratch buffers between calls
             (needs ``direct_call``).
         cpp_schedule: Reorder the loads and stores of crowded C++ loop bodies.
-        vec_paths: Replace three ATen vector calls that are slow in AVX2 code (counted
-            whole-vector loads, int32 -> uint8 conversions, integer ``arange``).
+        vec_paths: Replace ATen vector calls that are slow in AVX2 code (counted
+            whole-vector loads, int32 -> uint8 conversions, integer ``arange``) and bool
+            mask loads, stores and byte conversions (slow on AVX-512).
         wrapping_mul: On the CPU, trace the RNG's 32-bit products as one wrapping int32
             multiply each and build the kernels with ``-fwrapv`` (off: three 16-bit
             products that never overflow; the same bits).

@@ -1,4 +1,4 @@
-"""Faster forms of three ATen vector operations in inductor's generated C++ (CPU only).
+"""Faster forms of four ATen vector operations in inductor's generated C++ (CPU only).
 
 ATen's AVX2 code takes a path through a stack buffer for two operations inductor emits in
 every fused step; unless g++ folds the copy (it did with AVX-512 enabled, it does not when
@@ -20,6 +20,13 @@ to forward into a wider load (~10 cycles). The third is built from scalars:
   (~12 instructions per AVX2 vector). :func:`broadcast_ranges` writes
   ``(Vectorized<int32_t>(base) + Vectorized<int32_t>::arange(0, step))`` for a literal
   ``step``: the second term is a constant, so a broadcast and an add remain.
+* **bool masks.** A bool tensor's vector load (``VecMask<float,1>::from(ptr, 16)``) and
+  store (``mask.store(bool_ptr, 16)``) go lane by lane through buffers, the store through
+  a 64-lane bool vector on AVX-512, and so does a mask's conversion to bytes
+  (``to<uint8_t,1>``, ``cast<uint8_t,1>``): Craftax's compiled step, whose state holds
+  bool maps, ran 2x slower than its eager one. :func:`bool_masks` calls
+  :data:`MASK_HELPER` instead: a byte test and a mask expansion on AVX-512, ATen's form
+  elsewhere and for partial vectors.
 """
 
 from __future__ import annotations
@@ -69,12 +76,104 @@ _PREFIX = "#include <torch/csrc/inductor/cpp_prefix.h>\n"
 _TO_U8 = "at::vec::convert<uint8_t>("
 
 
+#: Inserted after inductor's prefix header by :func:`bool_masks`.
+MASK_HELPER = """
+namespace gpuvec {
+template <typename U>
+inline at::vec::VecMask<float, 1> mask_from(const U* b, int64_t count) {
+  return at::vec::VecMask<float, 1>::from(b, count);
+}
+template <typename V, typename U>
+inline void store_mask(V& v, U* b, int64_t count) { v.store(b, count); }
+template <typename M>
+inline auto mask_to_u8(const M& m) { return m.template to<uint8_t, 1>(); }
+template <typename M>
+inline auto mask_cast_u8(const M& m) { return m.template cast<uint8_t, 1>(); }
+#if defined(CPU_CAPABILITY_AVX512)
+// 16-lane float and int32 masks: their lanes as bits (nonzero lanes set)
+template <typename T>
+constexpr bool lanes16 = std::is_same_v<T, float> || std::is_same_v<T, int32_t>;
+template <typename T>
+inline __mmask16 mask_bits(const at::vec::VecMask<T, 1>& m) {
+  __m512i x;
+  if constexpr (std::is_same_v<T, float>) {
+    x = _mm512_castps_si512(m[0]);
+  } else {
+    x = m[0];
+  }
+  return _mm512_test_epi32_mask(x, x);
+}
+// 16 bools -> 16 float mask lanes (all ones where the byte is nonzero), as ATen's from()
+inline at::vec::VecMask<float, 1> mask_from(const bool* b, int64_t count) {
+  if (count != 16) return at::vec::VecMask<float, 1>::from(b, count);
+  __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  __m512i m = _mm512_movm_epi32(_mm_test_epi8_mask(x, x));
+  return at::vec::VecMask<float, 1>(at::vec::Vectorized<float>(_mm512_castsi512_ps(m)));
+}
+// 16 mask lanes -> 16 bools (1 where the lane is nonzero), as ATen's store()
+template <typename T, std::enable_if_t<lanes16<T>, int> = 0>
+inline void store_mask(at::vec::VecMask<T, 1>& v, bool* b, int64_t count) {
+  if (count != 16) { v.store(b, count); return; }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(b), _mm_maskz_set1_epi8(mask_bits(v), 1));
+}
+// 16 mask lanes -> the low 16 of 64 byte lanes (1, or all ones as a mask), the rest 0
+template <typename T, std::enable_if_t<lanes16<T>, int> = 0>
+inline at::vec::Vectorized<uint8_t> mask_to_u8(const at::vec::VecMask<T, 1>& m) {
+  return at::vec::Vectorized<uint8_t>(_mm512_maskz_set1_epi8(mask_bits(m), 1));
+}
+template <typename T, std::enable_if_t<lanes16<T>, int> = 0>
+inline at::vec::VecMask<uint8_t, 1> mask_cast_u8(const at::vec::VecMask<T, 1>& m) {
+  return at::vec::VecMask<uint8_t, 1>(at::vec::Vectorized<uint8_t>(_mm512_movm_epi8(mask_bits(m))));
+}
+#endif
+}  // namespace gpuvec
+"""
+_MASK_FROM = re.compile(r"at::vec::VecMask<float,\s*1>::from\(")
+# a kernel's bool pointer parameters: ``bool* out_ptr3``, ``const bool* in_ptr8``
+_BOOL_PTR = re.compile(r"\bbool\*\s*((?:in_out_ptr|out_ptr)\d+)\b")
+_STORE = re.compile(r"\b(tmp\d+)\.store\(\s*((?:in_out_ptr|out_ptr)\d+)\b")
+_TO_BYTES = re.compile(r"\b(tmp\d+)\.(?:template )?(to|cast)<uint8_t,\s*1>\(\)")
+
+
+def bool_masks(source: str) -> tuple[str, int]:
+    """Bool vector loads, stores and byte conversions through :data:`MASK_HELPER`; and how many.
+
+    Loads: every two-argument ``VecMask<float,1>::from(ptr, count)`` (the helper keeps
+    ATen's form for pointers other than ``bool*``). Stores: ``tmpN.store(ptr, ...)`` into
+    a kernel parameter declared ``bool*``. Conversions of a mask to bytes:
+    ``tmpN.to<uint8_t,1>()`` and ``tmpN.template cast<uint8_t,1>()`` (the helper keeps
+    ATen's form for masks other than 16-lane float and int32 ones).
+    """
+    if _PREFIX not in source:
+        return source, 0
+
+    def form(cls: str, args: list[str]) -> str | None:
+        return f"gpuvec::mask_from({','.join(args)})" if len(args) == 2 else None
+
+    source, loads = _rewrite_calls(source, _MASK_FROM, "from", form)
+    bools = set(_BOOL_PTR.findall(source))
+    stores = 0
+
+    def store(m: re.Match[str]) -> str:
+        nonlocal stores
+        if m.group(2) not in bools:
+            return m.group(0)
+        stores += 1
+        return f"gpuvec::store_mask({m.group(1)}, {m.group(2)}"
+
+    source = _STORE.sub(store, source)
+    source, casts = _TO_BYTES.subn(lambda m: f"gpuvec::mask_{m.group(2)}_u8({m.group(1)})", source)
+    n = loads + stores + casts
+    return (source.replace(_PREFIX, _PREFIX + MASK_HELPER, 1), n) if n else (source, 0)
+
+
 def rewrite(source: str) -> tuple[str, int]:
-    """The three rewrites (module docstring); returns the source and how many sites changed."""
+    """The four rewrites (module docstring); returns the source and how many sites changed."""
     source, loads = full_width_loads(source)
     source, bytes_ = byte_conversions(source)
     source, ranges = broadcast_ranges(source)
-    return source, loads + bytes_ + ranges
+    source, masks = bool_masks(source)
+    return source, loads + bytes_ + ranges + masks
 
 
 # int32 only: an int64 range feeds operations that AVX2 emulates lane by lane (shifts,
