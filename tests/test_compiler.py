@@ -289,6 +289,29 @@ def test_every_fallback_is_reported_and_warned_naming_its_backend():
         assert [f.strategy for f in backend.report.fallbacks] == ["flat_call", "torch_compile"]
 
 
+def test_untrusted_cpu_code_stays_eager_loudly(monkeypatch):
+    """Where inductor's C++ is known to compute other values (AVX2 before torch 2.13; here
+    made so by moving the threshold), compile_flat refuses and a backend stays eager for
+    good, warning and naming the reason in its report; CUDA tensors are not concerned."""
+
+    def step(x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.where(x != 0, (x & 15) - 1, -9),)
+
+    x = torch.arange(-40, 40, dtype=torch.int32)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setattr(flat, "AVX2_TRUSTED_FROM", (99,))
+    with pytest.raises(flat.UntrustedCpuCode, match="AVX2 code"):
+        compile_flat(step, (x,))
+    assert flat.untrusted_cpu_code([x.to("meta")]) is None
+    with pytest.warns(RuntimeWarning, match="int32 selects wrongly in AVX2 code"):
+        backend = Backend(step, (), "compile", "untrusted", label="mine")
+        assert torch.equal(backend(x)[0], step(x)[0])
+    assert backend.kind == "eager" and backend.report.strategy == "eager"
+    assert any("would not equal eager" in f.reason for f in backend.report.fallbacks)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert flat.untrusted_cpu_code([x]) is None
+
+
 def test_strict_raises_instead_of_falling_back():
     def impure(x: torch.Tensor) -> torch.Tensor:
         return x + 1 if x.sum().item() > 0 else x - 1

@@ -17,6 +17,7 @@ import torch
 
 from gpuvec_envs.compiler import warm
 from gpuvec_envs.compiler.background import BackgroundBuild
+from gpuvec_envs.compiler.flat import UntrustedCpuCode
 from gpuvec_envs.compiler.options import CompilerOptions, resolve
 from gpuvec_envs.compiler.pytree import on_cuda
 from gpuvec_envs.compiler.report import CompileReport, Fallback
@@ -428,7 +429,7 @@ class Backend:
             except NoFallback:  # the function's own error: no strategy would do better
                 self._compiled_once = False
                 raise
-            except InexactCompile as exc:  # stay eager for good, whatever the cache holds
+            except (InexactCompile, UntrustedCpuCode) as exc:  # stay eager for good
                 reason = f"compiled calls would not equal eager ones ({exc}); calls stay eager"
                 fallbacks.append(Fallback(strategy.name, reason))
                 self._warn(f"the {strategy.name} strategy is not used", reason, 5)

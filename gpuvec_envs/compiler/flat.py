@@ -84,6 +84,34 @@ def _memo_key(
     return warm.call_key(fn, (), args, settings, dynamic_batch=True)
 
 
+#: The first torch release whose inductor builds AVX2 code that computes eager's values:
+#: before it, ``torch.where(x != 0, (x & 15) - 1, -9)`` on int32 came out wrong in every
+#: vectorized lane (torch 2.11.0, plain ``torch.compile`` too; right on 2.13.0 and 2.14.1).
+AVX2_TRUSTED_FROM = (2, 13)
+
+
+class UntrustedCpuCode(RuntimeError):
+    """Inductor's C++ on this host is known not to compute eager's values: callers stay eager."""
+
+
+def untrusted_cpu_code(leaves: list[Any]) -> str | None:
+    """Why inductor's C++ for these tensors would not compute eager's values, or None.
+
+    Only CPU tensors under an ATen capability of AVX2 (``ATEN_CPU_CAPABILITY=avx2`` or a CPU
+    without AVX-512) on a torch before :data:`AVX2_TRUSTED_FROM`.
+    """
+    if not any(isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in leaves):
+        return None
+    if torch.backends.cpu.get_cpu_capability() != "AVX2":
+        return None
+    if torch.torch_version.TorchVersion(torch.__version__) >= AVX2_TRUSTED_FROM:
+        return None
+    return (
+        f"torch {torch.__version__}'s inductor computes some int32 selects wrongly in AVX2 "
+        "code (fixed in torch 2.13); CPU steps run eagerly here: use torch >= 2.13 to compile"
+    )
+
+
 def compile_flat(
     fn: Callable[..., Any],
     example_args: tuple[Any, ...],
@@ -120,6 +148,8 @@ def compile_flat(
         per pass).
 
     Raises:
+        UntrustedCpuCode: CPU tensors on a host and torch where inductor's C++ is known to
+            compute other values than eager (:func:`untrusted_cpu_code`).
         Exception: whatever tracing or inductor raise; callers fall back to other backends.
     """
     from torch._guards import detect_fake_mode
@@ -129,6 +159,9 @@ def compile_flat(
     compiler = compiler if compiler is not None else resolve()
     flatten = make_flattener(example_args)
     leaves = list(flatten(*example_args))
+    why = untrusted_cpu_code(leaves) if detect_fake_mode(leaves) is None else None
+    if why is not None:
+        raise UntrustedCpuCode(why)
     batch = batch_size(leaves) if compiler.dynamic_batch else None
     inductor_options = {
         **compiler.inductor_config(),
