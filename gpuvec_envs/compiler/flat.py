@@ -97,10 +97,12 @@ class UntrustedCpuCode(RuntimeError):
 def untrusted_cpu_code(leaves: list[Any]) -> str | None:
     """Why inductor's C++ for these tensors would not compute eager's values, or None.
 
-    Only CPU tensors under an ATen capability of AVX2 (``ATEN_CPU_CAPABILITY=avx2`` or a CPU
-    without AVX-512) on a torch before :data:`AVX2_TRUSTED_FROM`.
+    Only a CPU graph (no CUDA tensor among ``leaves``) under an ATen capability of AVX2
+    (``ATEN_CPU_CAPABILITY=avx2`` or a CPU without AVX-512) on a torch before
+    :data:`AVX2_TRUSTED_FROM`.
     """
-    if not any(isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in leaves):
+    devices = {t.device.type for t in leaves if isinstance(t, torch.Tensor)}
+    if "cpu" not in devices or "cuda" in devices:
         return None
     if torch.backends.cpu.get_cpu_capability() != "AVX2":
         return None

@@ -209,9 +209,10 @@ FreeCells = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: (on the CPU the per-cell draws cost more than the kernels they save: FourRooms'
 #: step 1.6x slower at N=4096). The picks are the same.
 LANE_DEVICES: tuple[str, ...] = ("cuda",)
-#: Outside :data:`LANE_DEVICES`, the most chunks of candidates along the cells
+#: On a grid of up to 63 cells, the most chunks of candidates along the cells
 #: (``ceil(K / (H * W))``) a placement lays out; past it the placement draws its K
-#: candidates directly. Chunks chain into the reset's one loop over the cells:
+#: candidates directly (a ``free`` placement on :data:`LANE_DEVICES` keeps the cells'
+#: layout whatever its size). Chunks chain into the reset's one loop over the cells:
 #: KeyCorridorS3R1's 17 placements of 176 candidates over 21 cells (153 chunks) spent over
 #: 15 min in inductor's C++ codegen, then failed to compile; drawn directly it compiles in
 #: ~70 s. The picks are the same either way.
