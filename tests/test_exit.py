@@ -2,7 +2,8 @@
 
 Each run is a fresh interpreter (``exit_child.py``) that makes ``gpuvec/CartPole-v1`` with
 ``backend="auto"``, steps it and returns at a chosen moment of the compile (in the heavy
-test, at random moments with a busy-loop process beside it taking a core): before the
+test, at random moments, two runs at a time so that each keeps the other's cores busy):
+before the
 background compile starts, while its child process compiles (the parent's compile thread
 waiting for it or preparing the build: importing inductor, probing the ISA), after the
 child ended (the thread still preparing the build; or the switch to the compiled call
@@ -17,6 +18,7 @@ exit is a stray).
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import os
 import pathlib
 import random
@@ -106,9 +108,11 @@ def moment(r: dict) -> str:
 
 
 def run_exits(
-    tmp_path: pathlib.Path, delays: list[tuple[float, str]], busy: bool = False
+    tmp_path: pathlib.Path,
+    delays: list[tuple[float, str]],
+    parallel: int = 1,
 ) -> list[dict]:
-    """Runs at ``delays`` (seconds, cache), with ``busy`` a busy-loop process beside them.
+    """Runs at ``delays`` (seconds, cache), ``parallel`` at a time.
 
     The cache is ``"fresh"`` (an empty inductor cache of its own: the compile starts and
     its child compiles for tens of seconds), ``"warm"`` (a cache a first run filled and
@@ -119,23 +123,19 @@ def run_exits(
     the compile's thread instead of interrupting it), or ``"after"`` (the warm one, and the
     run first waits for the compiled step: it exits after the switch).
     """
-    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     warm = tmp_path / "warm"
-    results = []
-    try:
-        if any(cache in ("warm", "unmarked", "after") for _, cache in delays):
-            first = run_exit(0.0, warm, "compiled")
-            assert first["status"] == 0 and first["backend"] == "compile", first
-        for i, (delay, cache) in enumerate(delays):
-            folder = warm if cache in ("warm", "after") else tmp_path / f"run{i}"
-            if cache == "unmarked":
-                shutil.copytree(warm, folder, ignore=shutil.ignore_patterns("gpuvec_warm"))
-            flags = {"fail": ["fail"], "wait": ["wait"], "after": ["compiled"]}.get(cache, [])
-            results.append(run_exit(delay, folder, *flags))
-    finally:
-        if loop is not None:
-            loop.kill()
-            loop.wait()
+    if any(cache in ("warm", "unmarked", "after") for _, cache in delays):
+        first = run_exit(0.0, warm, "compiled")
+        assert first["status"] == 0 and first["backend"] == "compile", first
+    runs = []
+    for i, (delay, cache) in enumerate(delays):
+        folder = warm if cache in ("warm", "after") else tmp_path / f"run{i}"
+        if cache == "unmarked":
+            shutil.copytree(warm, folder, ignore=shutil.ignore_patterns("gpuvec_warm"))
+        flags = {"fail": ["fail"], "wait": ["wait"], "after": ["compiled"]}.get(cache, [])
+        runs.append((delay, folder, *flags))
+    with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
+        results = list(pool.map(lambda run: run_exit(*run), runs))
     print(f"\n{len(results)} exits (delay, cache, exit status, state at exit):")
     for r, (_, cache) in zip(results, delays, strict=True):
         print(
@@ -146,6 +146,7 @@ def run_exits(
     print(
         "  moments:", dict(counts), " statuses:", collections.Counter(r["status"] for r in results)
     )
+    print(f"  load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
     for r in results:
         assert r["status"] == 0 and not r["terminate"], r
         assert not r["strays"], r
@@ -163,7 +164,8 @@ def test_exit_during_a_background_compile_is_clean(tmp_path: pathlib.Path) -> No
 
 @pytest.mark.heavy
 def test_exits_at_random_moments_of_a_compile_are_clean(tmp_path: pathlib.Path) -> None:
-    """46 exits at random moments under a busy core (see :func:`run_exits` for the caches):
+    """46 exits at random moments, two at a time: each run steps and compiles beside the
+    other's, so every exit happens with the cores busy (see :func:`run_exits` for the caches):
     14 with a fresh cache, 4 with a warm one, 14 with an unmarked copy of it (the child's
     short compile and the switch), 8 whose compile fails (the eager fallback; the thread
     then imports inductor), 4 without the interrupt of the compile's thread (exit waits
@@ -177,6 +179,6 @@ def test_exits_at_random_moments_of_a_compile_are_clean(tmp_path: pathlib.Path) 
     delays += [(rng.uniform(0.0, 4.0), "wait") for _ in range(4)]
     delays += [(rng.uniform(0.0, 2.0), "after") for _ in range(2)]
     rng.shuffle(delays)
-    results = run_exits(tmp_path, delays, busy=True)
+    results = run_exits(tmp_path, delays, parallel=2)
     seen = {moment(r) for r in results}
     assert "compiled" in seen and any(m.startswith("child compiling") for m in seen), seen

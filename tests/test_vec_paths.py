@@ -102,6 +102,87 @@ def test_bool_masks_call_the_helper():
     )
 
 
+STRIDED_SOURCE = """\
+#include <torch/csrc/inductor/cpp_prefix.h>
+auto tmp0 =
+[&]
+{
+    __at_align__ std::array<int64_t, 16> tmpbuf;
+    #pragma GCC unroll 16
+    for (long x0_inner = 0; x0_inner < static_cast<int64_t>(16); x0_inner++)
+    {
+        tmpbuf[x0_inner] = in_ptr2[static_cast<int64_t>(1L + 2L*x0 + 2L*x0_inner)];
+    }
+    return at::vec::VectorizedN<int64_t,2>::loadu(tmpbuf.data(), static_cast<int64_t>(16));
+}
+()
+;"""
+
+
+def test_stride2_loads_call_the_helper():
+    """A 16-lane buffer load at stride 2 becomes one helper call at its first element;
+    another stride, a tail's count, a lane count that is not 16: unchanged."""
+    prefix = "#include <torch/csrc/inductor/cpp_prefix.h>\n"
+    out, n = vec_paths.strided_loads(STRIDED_SOURCE)
+    assert n == 1 and out.startswith(prefix + vec_paths.STRIDED_HELPER)
+    assert out.endswith(
+        "auto tmp0 =\ngpuvec::load_stride2<at::vec::VectorizedN<int64_t,2>>"
+        "(in_ptr2 + (1L + 2L*x0))\n;"
+    )
+    for old, new in [
+        ("2L*x0_inner", "3L*x0_inner"),
+        ("static_cast<int64_t>(16));", "static_cast<int64_t>(3L));"),
+        ("VectorizedN<int64_t,2>::", "VectorizedN<int64_t,4>::"),
+        ("2L*x0 + 2L", "2L*x0_inner + 2L"),
+    ]:
+        src = STRIDED_SOURCE.replace(old, new)
+        assert vec_paths.strided_loads(src) == (src, 0), old
+    # the whole pass: before the full-width rewrite would take the buffer load apart
+    assert vec_paths.rewrite(STRIDED_SOURCE)[0] == out
+
+
+def _strided_fn(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Column 1 of (N, 2) float32, int32, int64 and float64 tensors, each beside math on an
+    (N,) tensor of its dtype (without contiguous loads, inductor makes no vector loop)."""
+    pairs = zip(args[:4], args[4:], strict=True)
+    return tuple(c[:, 1] * 3 + d * d - (d > 0).to(d.dtype) for c, d in pairs)
+
+
+def _strided_inputs(n: int) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(2)
+    cols = (
+        torch.randn(n, 2, generator=gen),
+        torch.randint(-9, 9, (n, 2), dtype=torch.int32, generator=gen),
+        torch.randint(-(2**40), 2**40, (n, 2), generator=gen),
+        torch.randn(n, 2, dtype=torch.float64, generator=gen),
+    )
+    return cols + tuple(c[:, 0].clone() for c in cols)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("on", [True, False])
+def test_compiled_stride2_loads_compute_the_same(on, monkeypatch):
+    """Stride-2 column loads of four dtypes, whole vectors and a tail (N = 4099), both
+    settings; with the pass on, the AVX-512 kernels take the helper."""
+    sites: list[int] = []
+    rewrite = vec_paths.strided_loads
+
+    def counted(source: str) -> tuple[str, int]:
+        out = rewrite(source)
+        sites.append(out[1])
+        return out
+
+    monkeypatch.setattr(vec_paths, "strided_loads", counted)
+    args = _strided_inputs(4099)
+    opts = resolve({"vec_paths": on, "inductor": {"fx_graph_cache": False}})
+    call = compile_flat(_strided_fn, args, compiler=opts)
+    assert all(map(torch.equal, call(*args), _strided_fn(*args)))
+    if on and torch.backends.cpu.get_cpu_capability() == "AVX512":
+        assert sum(sites) >= 4
+    elif not on:
+        assert sites == []
+
+
 def _bool_fn(m: torch.Tensor, a: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Bool maps copied, scattered into, selected with, combined and cast to bytes."""
     flat = m.reshape(m.shape[0], -1)
