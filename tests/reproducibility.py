@@ -55,9 +55,9 @@ def run(env: gym.vector.VectorEnv, acts: list[torch.Tensor], seed: int = 0) -> n
     """
     obs, _ = env.reset(seed=seed)
     width = _width(env)
-    first = _flat(obs)
+    first = flat(obs)
     rows = [torch.nn.functional.pad(first, (0, width - first.shape[1])).cpu().numpy()]
-    rows += [_step_row(env, a) for a in acts]
+    rows += [step_row(env, a) for a in acts]
     return np.stack(rows)
 
 
@@ -68,19 +68,19 @@ def _width(env: gym.vector.VectorEnv) -> int:
     return 2 * sum(int(np.prod(s.shape)) for s in spaces) + 3
 
 
-def _step_row(env: gym.vector.VectorEnv, a: torch.Tensor) -> np.ndarray:
+def step_row(env: gym.vector.VectorEnv, a: torch.Tensor) -> np.ndarray:
     """One step's (N, width) float64 row: obs, reward, terminated, truncated, final_obs."""
     obs, reward, term, trunc, info = env.step(a)
-    o = _flat(obs)
-    final = _flat(info["final_obs"]) if "final_obs" in info else torch.zeros_like(o)
+    o = flat(obs)
+    final = flat(info["final_obs"]) if "final_obs" in info else torch.zeros_like(o)
     flags = torch.stack([reward.double(), term.double(), trunc.double()], dim=1)
     return torch.cat([o, flags, final], dim=1).cpu().numpy()
 
 
-def _flat(obs: object) -> torch.Tensor:
+def flat(obs: object) -> torch.Tensor:
     """(N, k) float64 of an observation (a tensor or a dict of tensors)."""
     if isinstance(obs, dict):
-        return torch.cat([_flat(obs[k]) for k in sorted(obs)], dim=1)
+        return torch.cat([flat(obs[k]) for k in sorted(obs)], dim=1)
     t = torch.as_tensor(obs)
     return t.reshape(t.shape[0], -1).double()
 
@@ -121,7 +121,7 @@ def main(argv: list[str]) -> None:
 
 def run_on(env: gym.vector.VectorEnv, acts: list[torch.Tensor]) -> np.ndarray:
     """:func:`run`'s rows of steps from the env's current state (no reset)."""
-    rows = [_step_row(env, a) for a in acts]
+    rows = [step_row(env, a) for a in acts]
     return np.stack(rows) if rows else np.zeros((0,))
 
 

@@ -3,12 +3,14 @@
 Usage::
 
     python tools/torchrl_overhead.py [--num-envs 4096,65536] [--repeats 7] [--calls 100]
-                                     [--gym-max-envs 65536] [--json PATH]
+                                     [--gym-max-envs 65536] [--pool 8] [--json PATH]
 
 For each ``num_envs``, ``gpuvec/CartPole-v1`` is built with the compiled backend
 (``backend="compile"``, so the compiled step is timed, not the eager warm-up) and
 ``validate=False`` everywhere, and these calls are timed with random actions from a pool of
-pre-drawn batches:
+``--pool`` pre-drawn batches, cycled (8, the default: each step reads its action from
+memory, not from the cache; 1: the action is in the cache, as a policy's output just
+written):
 
 * ``engine SAME_STEP``: ``GpuVecEnv.step`` in the mode the adapter runs (the baseline of the
   ratios), and ``engine NEXT_STEP``: the default mode;
@@ -53,7 +55,6 @@ import gpuvec_envs  # noqa: F401 - registers the IDs
 from gpuvec_envs.adapters.torchrl import make_torchrl_env
 
 ENV_ID = "gpuvec/CartPole-v1"
-_POOL = 8  # pre-drawn action batches, cycled
 
 
 def _engine_step(num_envs: int, mode: AutoresetMode, pool: list[torch.Tensor]) -> Callable:
@@ -69,7 +70,7 @@ def _engine_step(num_envs: int, mode: AutoresetMode, pool: list[torch.Tensor]) -
     calls = iter(range(1 << 62))
 
     def step() -> None:
-        env.step(pool[next(calls) % _POOL])
+        env.step(pool[next(calls) % len(pool)])
 
     return step
 
@@ -85,12 +86,12 @@ def _adapter_step(
     calls = iter(range(1 << 62))
 
     def step() -> None:
-        td = tds[next(calls) % _POOL]
+        td = tds[next(calls) % len(tds)]
         env.step(td)
         del td["next"]  # the next call starts from the action alone, as in a rollout
 
     def adapter_only() -> None:
-        env._step(tds[next(calls) % _POOL])
+        env._step(tds[next(calls) % len(tds)])
 
     return adapter_only if inner else step
 
@@ -102,7 +103,7 @@ def _loop_step(env: Any, pool: list[torch.Tensor], categorical: bool) -> Callabl
 
     def step() -> None:
         td = state["td"]
-        td["action"] = actions[next(calls) % _POOL]
+        td["action"] = actions[next(calls) % len(actions)]
         _, state["td"] = env.step_and_maybe_reset(td)
 
     return step
@@ -138,14 +139,16 @@ def _time(configs: dict[str, Callable[[], None]], repeats: int, calls: int) -> d
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def measure(num_envs: int, repeats: int, calls: int, gym_peer: bool) -> dict[str, dict[str, float]]:
+def measure(
+    num_envs: int, repeats: int, calls: int, gym_peer: bool, pool_size: int = 8
+) -> dict[str, dict[str, float]]:
     """µs per call, ratio to the engine's SAME_STEP step and env-steps/s of each call.
 
     The GymEnv peer is timed on its own after the others (its N gymnasium envs would
     otherwise make every garbage collection of the gpuvec blocks walk them).
     """
     gen = torch.Generator().manual_seed(0)
-    pool = [torch.randint(0, 2, (num_envs,), generator=gen) for _ in range(_POOL)]
+    pool = [torch.randint(0, 2, (num_envs,), generator=gen) for _ in range(pool_size)]
     configs: dict[str, Callable[[], None]] = {
         "engine SAME_STEP": _engine_step(num_envs, AutoresetMode.SAME_STEP, pool),
         "engine NEXT_STEP": _engine_step(num_envs, AutoresetMode.NEXT_STEP, pool),
@@ -183,22 +186,24 @@ def main() -> None:
     parser.add_argument(
         "--gym-max-envs", type=int, default=65536, help="largest N for the GymEnv peer"
     )
+    parser.add_argument("--pool", type=int, default=8, help="action batches, cycled")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     report: dict[str, Any] = {
         "isa": torch.backends.cpu.get_cpu_capability(),
         "threads": torch.get_num_threads(),
+        "pool": args.pool,
         "torch": torch.__version__,
         "torchrl": __import__("torchrl").__version__,
         "results": {},
     }
     print(
         f"torch {report['torch']}, torchrl {report['torchrl']}, ISA {report['isa']}, "
-        f"{report['threads']} threads"
+        f"{report['threads']} threads, {args.pool} action batches cycled"
     )
     for num_envs in (int(x) for x in args.num_envs.split(",")):
         load_before = os.getloadavg()
-        rows = measure(num_envs, args.repeats, args.calls, num_envs <= args.gym_max_envs)
+        rows = measure(num_envs, args.repeats, args.calls, num_envs <= args.gym_max_envs, args.pool)
         load_after = os.getloadavg()
         report["results"][num_envs] = {
             "rows": rows,
