@@ -114,6 +114,18 @@ def untrusted_cpu_code(leaves: list[Any]) -> str | None:
     )
 
 
+def refuse_untrusted_cpu_code(leaves: list[Any]) -> None:
+    """Raise :class:`UntrustedCpuCode` where :func:`untrusted_cpu_code` names a reason.
+
+    Fake tensors (the CUDA lowering) build no code and pass.
+    """
+    from torch._guards import detect_fake_mode
+
+    why = untrusted_cpu_code(leaves) if detect_fake_mode(leaves) is None else None
+    if why is not None:
+        raise UntrustedCpuCode(why)
+
+
 def compile_flat(
     fn: Callable[..., Any],
     example_args: tuple[Any, ...],
@@ -161,9 +173,7 @@ def compile_flat(
     compiler = compiler if compiler is not None else resolve()
     flatten = make_flattener(example_args)
     leaves = list(flatten(*example_args))
-    why = untrusted_cpu_code(leaves) if detect_fake_mode(leaves) is None else None
-    if why is not None:
-        raise UntrustedCpuCode(why)
+    refuse_untrusted_cpu_code(leaves)
     batch = batch_size(leaves) if compiler.dynamic_batch else None
     inductor_options = {
         **compiler.inductor_config(),

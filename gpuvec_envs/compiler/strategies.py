@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from gpuvec_envs.compiler.cuda_graph import CudaGraphCall
-from gpuvec_envs.compiler.flat import UntrustedCpuCode, compile_flat, untrusted_cpu_code
+from gpuvec_envs.compiler.flat import compile_flat, refuse_untrusted_cpu_code
 from gpuvec_envs.compiler.inplace import InPlaceStateCall
 from gpuvec_envs.compiler.kernels import Kernel
 from gpuvec_envs.compiler.options import CompilerOptions
@@ -164,9 +164,7 @@ class TorchCompile:
     def build(self, request: Request) -> Built:  # noqa: D102
         if request.exact:  # dynamo's graph is not seen before it runs
             raise InexactCompile("torch.compile's graph is not checked for eager_math")
-        why = untrusted_cpu_code(list(make_flattener(request.args)(*request.args)))
-        if why is not None:
-            raise UntrustedCpuCode(why)
+        refuse_untrusted_cpu_code(list(make_flattener(request.args)(*request.args)))
         compiled = torch.compile(
             fresh_function(request.raw, request.tag),
             fullgraph=True,
